@@ -1,0 +1,121 @@
+"""Load and validate the catalog shipped in ``bandwall/catalog/data``.
+
+Extra TOML files can be layered on top by pointing ``BANDWALL_CATALOG_DIR`` at a folder holding
+``gpus.toml``/``fabrics.toml``/``providers.toml`` in the same format: entries with a new key are
+added, entries with an existing key replace the shipped one.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from bandwall.catalog.models import FabricSpec, GpuSpec, ProviderSpec
+from bandwall.errors import CatalogError, unknown_choice
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def _read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
+    texts = [
+        (
+            f"bandwall/catalog/data/{name}",
+            resources.files("bandwall.catalog").joinpath("data", name).read_text(encoding="utf-8"),
+        )
+    ]
+    extra = os.environ.get("BANDWALL_CATALOG_DIR")
+    if extra and (Path(extra) / name).is_file():
+        texts.append((str(Path(extra) / name), (Path(extra) / name).read_text(encoding="utf-8")))
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for origin, text in texts:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
+        rows.extend((origin, row) for row in data.get(table, []))
+    return rows
+
+
+def _validate(
+    model: type[_M], rows: Iterable[tuple[str, dict[str, Any]]], key: str
+) -> dict[str, _M]:
+    out: dict[str, _M] = {}
+    for origin, row in rows:
+        try:
+            entry = model.model_validate(row)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            raise CatalogError(
+                f"{origin}: entry {row.get(key, '?')!r}: {loc}: {err['msg']}"
+            ) from None
+        out[getattr(entry, key)] = entry
+    return out
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The validated catalog: look-ups raise a ConfigError listing the valid names."""
+
+    gpus: Mapping[str, GpuSpec]
+    fabrics: Mapping[str, FabricSpec]
+    providers: Mapping[str, ProviderSpec]
+
+    def gpu(self, name: str) -> GpuSpec:
+        found = _lookup(self.gpus, name)
+        if found is None:
+            raise unknown_choice("gpu", name, self.gpus)
+        return found
+
+    def fabric(self, key: str) -> FabricSpec:
+        found = _lookup(self.fabrics, key)
+        if found is None:
+            raise unknown_choice("fabric", key, self.fabrics)
+        return found
+
+    def provider(self, key: str) -> ProviderSpec:
+        found = _lookup(self.providers, key)
+        if found is None:
+            raise unknown_choice("provider", key, self.providers)
+        return found
+
+
+def _lookup(table: Mapping[str, _M], name: str) -> _M | None:
+    """Exact match first, then case-insensitive, so 'h100-sxm' finds 'H100-SXM'."""
+    if name in table:
+        return table[name]
+    folded = {k.lower(): v for k, v in table.items()}
+    return folded.get(name.lower())
+
+
+def _check_references(cat: Catalog) -> None:
+    for gpu in cat.gpus.values():
+        if gpu.scale_up_fabric not in cat.fabrics:
+            raise CatalogError(f"gpu {gpu.name!r}: unknown scale_up_fabric {gpu.scale_up_fabric!r}")
+    for prov in cat.providers.values():
+        for ref in (prov.scale_out_fabric, prov.wan_fabric):
+            if ref is not None and ref not in cat.fabrics:
+                raise CatalogError(f"provider {prov.key!r}: unknown fabric {ref!r}")
+        for price in prov.prices:
+            if price.gpu not in cat.gpus:
+                raise CatalogError(f"provider {prov.key!r}: price for unknown gpu {price.gpu!r}")
+
+
+@cache
+def load_catalog() -> Catalog:
+    """Read, validate and cross-check the catalog once per process."""
+    cat = Catalog(
+        gpus=_validate(GpuSpec, _read_tables("gpus.toml", "gpu"), "name"),
+        fabrics=_validate(FabricSpec, _read_tables("fabrics.toml", "fabric"), "key"),
+        providers=_validate(ProviderSpec, _read_tables("providers.toml", "provider"), "key"),
+    )
+    _check_references(cat)
+    return cat

@@ -1,0 +1,165 @@
+"""Pydantic models of the hardware catalog: GPUs, fabrics, providers.
+
+Every figure carries `source` and `as_of` so a number in a plan can be traced to where it came
+from. Models are frozen: the catalog is read-only reference data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bandwall.units import BITS_PER_BYTE
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+Efficiency = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class Precision(StrEnum):
+    """Numeric formats with a dense tensor-core peak in the catalog."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+
+class Tier(StrEnum):
+    """Where a fabric sits in the hierarchy."""
+
+    SCALE_UP = "scale_up"
+    SCALE_OUT = "scale_out"
+    WAN = "wan"
+
+
+class Transport(StrEnum):
+    NVLINK = "nvlink"
+    XGMI = "xgmi"
+    PCIE = "pcie"
+    INFINIBAND = "infiniband"
+    ROCE = "roce"
+    EFA = "efa"
+    TCP = "tcp"
+
+
+class ProviderKind(StrEnum):
+    AI_FACTORY = "ai_factory"
+    HYPERSCALER = "hyperscaler"
+    DECENTRALIZED_COLOCATED = "decentralized_colocated"
+    DECENTRALIZED_GEO = "decentralized_geo"
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str = Field(min_length=3, description="Where the figures come from.")
+    as_of: dt.date = Field(description="Date the source describes.")
+
+
+class GpuSpec(_Entry):
+    """One accelerator model."""
+
+    name: str
+    vendor: str
+    memory_GB: float = Field(gt=0, description="Device memory, decimal GB.")
+    memory_bandwidth_TBps: float = Field(gt=0, description="Peak HBM/GDDR bandwidth, TB/s.")
+    peak_TFLOPS: dict[Precision, float] = Field(
+        description="Dense (no sparsity) peak TFLOP/s per precision."
+    )
+    scale_up_fabric: str = Field(description="Key of the fabric joining GPUs inside a node.")
+    scale_up_domain: int = Field(ge=1, description="GPUs per scale-up (NVLink) domain.")
+    tdp_W: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _has_bf16_and_fp32(self) -> GpuSpec:
+        missing = {Precision.FP32, Precision.BF16} - set(self.peak_TFLOPS)
+        if missing:
+            raise ValueError(f"peak_TFLOPS must list {sorted(missing)}")
+        return self
+
+    def peak_flops(self, precision: Precision) -> float:
+        """Dense peak in FLOP/s; falls back to bf16 for fp8 on parts without FP8 units."""
+        tflops = self.peak_TFLOPS.get(precision, self.peak_TFLOPS[Precision.BF16])
+        return tflops * 1e12
+
+
+class SwitchSpec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    capacity_Tbps: float = Field(gt=0)
+    ports: int = Field(ge=1)
+    port_Gbps: float = Field(gt=0)
+
+
+class FabricSpec(_Entry):
+    """One link technology, described per endpoint and per direction."""
+
+    key: str
+    name: str
+    tier: Tier
+    transport: Transport
+    bandwidth_Gbps: float = Field(gt=0, description="Per endpoint, per direction, gigabits/s.")
+    latency_us: float = Field(ge=0, description="One-way alpha per algorithm step, microseconds.")
+    jitter_mean_us: float = Field(ge=0, description="Mean extra per-message delay.")
+    jitter_std_us: float = Field(ge=0, description="Standard deviation of that delay.")
+    loss_rate: Fraction = Field(default=0.0, description="Packet loss probability (TCP links).")
+    mtu_bytes: int = Field(default=1500, ge=576)
+    per_flow_limit_Gbps: float | None = Field(
+        default=None, gt=0, description="Provider cap on one TCP flow (e.g. cloud VPCs)."
+    )
+    efficiency: Efficiency = Field(description="Share of wire rate large collectives reach.")
+    rdma: bool
+    in_network_reduction: bool = Field(description="SHARP / NVLS-style switch reduction.")
+    in_network_efficiency: Efficiency | None = None
+    switch: SwitchSpec | None = None
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _in_network_consistent(self) -> FabricSpec:
+        if self.in_network_reduction and self.in_network_efficiency is None:
+            raise ValueError("in_network_efficiency is required when in_network_reduction is true")
+        return self
+
+    @property
+    def bandwidth_GBps(self) -> float:
+        """Per endpoint, per direction, decimal gigabytes per second."""
+        return self.bandwidth_Gbps / BITS_PER_BYTE
+
+
+class PriceRange(_Entry):
+    gpu: str
+    low: float = Field(gt=0, description="USD per GPU-hour, low end.")
+    high: float = Field(gt=0, description="USD per GPU-hour, high end.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> PriceRange:
+        if self.high < self.low:
+            raise ValueError(f"price high {self.high} below low {self.low}")
+        return self
+
+    @property
+    def typical(self) -> float:
+        """Midpoint of the range: the price a plan uses unless told otherwise."""
+        return (self.low + self.high) / 2
+
+
+class ProviderSpec(_Entry):
+    """A kind of place to rent GPUs."""
+
+    key: str
+    name: str
+    kind: ProviderKind
+    scale_out_fabric: str
+    wan_fabric: str | None = None
+    nics_per_node: int = Field(ge=1)
+    virtualization_overhead: Annotated[float, Field(ge=0.0, lt=1.0)]
+    virtualization_overhead_range: tuple[float, float] | None = None
+    egress_usd_per_GB: float = Field(ge=0)
+    prices: tuple[PriceRange, ...]
+
+    def price(self, gpu: str) -> PriceRange | None:
+        return next((p for p in self.prices if p.gpu == gpu), None)

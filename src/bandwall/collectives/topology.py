@@ -1,0 +1,190 @@
+"""Links and the three-level hierarchy (scale-up, scale-out, WAN) a collective runs over."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from bandwall.catalog import FabricSpec, Transport
+from bandwall.errors import ConfigError
+from bandwall.units import GB, US
+
+#: Mathis et al. (1997) constant for Reno-style TCP with delayed ACKs off: sqrt(3/2).
+MATHIS_C = math.sqrt(1.5)
+#: IPv4 + TCP headers without options, subtracted from the MTU to get the MSS.
+TCP_IP_HEADER_BYTES = 40
+
+
+@dataclass(frozen=True)
+class Link:
+    """One level's link as the cost model sees it: per endpoint, per direction.
+
+    `bandwidth_Bps` is the raw wire rate in bytes/s; what a collective reaches is
+    :meth:`effective_Bps`, which applies the efficiency factor, any per-flow cap and, on lossy
+    TCP links, the Mathis throughput bound.
+    """
+
+    name: str
+    bandwidth_Bps: float
+    latency_s: float
+    jitter_mean_s: float = 0.0
+    jitter_std_s: float = 0.0
+    efficiency: float = 1.0
+    in_network: bool = False
+    in_network_efficiency: float = 1.0
+    tcp: bool = False
+    loss_rate: float = 0.0
+    mss_bytes: float = 1460.0
+    per_flow_limit_Bps: float | None = None
+
+    @classmethod
+    def from_fabric(cls, spec: FabricSpec) -> Link:
+        return cls(
+            name=spec.key,
+            bandwidth_Bps=spec.bandwidth_GBps * GB,
+            latency_s=spec.latency_us * US,
+            jitter_mean_s=spec.jitter_mean_us * US,
+            jitter_std_s=spec.jitter_std_us * US,
+            efficiency=spec.efficiency,
+            in_network=spec.in_network_reduction,
+            in_network_efficiency=spec.in_network_efficiency or 1.0,
+            tcp=spec.transport is Transport.TCP,
+            loss_rate=spec.loss_rate,
+            mss_bytes=float(spec.mtu_bytes - TCP_IP_HEADER_BYTES),
+            per_flow_limit_Bps=(
+                spec.per_flow_limit_Gbps * GB / 8 if spec.per_flow_limit_Gbps else None
+            ),
+        )
+
+    def with_overrides(
+        self,
+        *,
+        bandwidth_Bps: float | None = None,
+        latency_s: float | None = None,
+        jitter_mean_s: float | None = None,
+        jitter_std_s: float | None = None,
+        loss_rate: float | None = None,
+    ) -> Link:
+        """A copy with measured or what-if values replacing the catalog's."""
+        return replace(
+            self,
+            bandwidth_Bps=self.bandwidth_Bps if bandwidth_Bps is None else bandwidth_Bps,
+            latency_s=self.latency_s if latency_s is None else latency_s,
+            jitter_mean_s=self.jitter_mean_s if jitter_mean_s is None else jitter_mean_s,
+            jitter_std_s=self.jitter_std_s if jitter_std_s is None else jitter_std_s,
+            loss_rate=self.loss_rate if loss_rate is None else loss_rate,
+        )
+
+    def mathis_Bps(self, streams: int) -> float:
+        """TCP throughput bound MSS·C / (RTT·sqrt(p)) per stream (Mathis et al. 1997).
+
+        RTT is taken as twice the one-way latency. Infinite on loss-free or non-TCP links.
+        """
+        if not self.tcp or self.loss_rate <= 0 or self.latency_s <= 0:
+            return math.inf
+        rtt = 2 * self.latency_s
+        return streams * self.mss_bytes * MATHIS_C / (rtt * math.sqrt(self.loss_rate))
+
+    def effective_Bps(self, streams: int = 1) -> float:
+        """Bandwidth a large-message collective reaches on one endpoint of this link."""
+        bw = self.bandwidth_Bps * self.efficiency
+        if self.tcp and self.per_flow_limit_Bps is not None:
+            bw = min(bw, streams * self.per_flow_limit_Bps)
+        return min(bw, self.mathis_Bps(streams))
+
+    def in_network_Bps(self) -> float:
+        """Bandwidth of a switch-side (SHARP/NVLS) reduction on this link."""
+        return self.bandwidth_Bps * self.in_network_efficiency
+
+
+@dataclass(frozen=True)
+class Topology:
+    """GPUs per node × nodes per site × sites, with one link type per level.
+
+    Ranks fill the hierarchy in order: a node first, then the nodes of a site, then sites. The
+    scale-out link is per NIC and a node has `nics_per_node` of them (rail-optimized clusters
+    have one per GPU); the WAN link is one uplink per site. `oversubscription` divides the
+    scale-out bandwidth (≥1; 1 = non-blocking fat tree). `tcp_streams` is how many TCP
+    connections a rank opens per peer (NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD; 1 by
+    default), which matters only on TCP links.
+    """
+
+    gpus_per_node: int
+    scale_up: Link | None
+    scale_out: Link | None
+    nics_per_node: int = 1
+    oversubscription: float = 1.0
+    nodes_per_site: int | None = None
+    wan: Link | None = None
+    tcp_streams: int = 1
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1:
+            raise ConfigError(f"gpus_per_node: must be >= 1, got {self.gpus_per_node}")
+        if self.gpus_per_node > 1 and self.scale_up is None:
+            raise ConfigError("scale_up: a node with more than one GPU needs a scale-up fabric")
+        if self.nics_per_node < 1:
+            raise ConfigError(f"nics_per_node: must be >= 1, got {self.nics_per_node}")
+        if self.oversubscription < 1:
+            raise ConfigError(
+                f"oversubscription: must be >= 1 (1 = non-blocking), got {self.oversubscription}"
+            )
+        if self.nodes_per_site is not None and self.nodes_per_site < 1:
+            raise ConfigError(f"nodes_per_site: must be >= 1, got {self.nodes_per_site}")
+        if self.nodes_per_site is not None and self.wan is None:
+            raise ConfigError("wan: nodes_per_site is set but no WAN fabric joins the sites")
+        if self.tcp_streams < 1:
+            raise ConfigError(f"tcp_streams: must be >= 1, got {self.tcp_streams}")
+
+
+def build_topology(
+    *,
+    gpus_per_node: int,
+    scale_out: str | None,
+    scale_up: str | None = None,
+    gpu: str = "H100-SXM",
+    nics_per_node: int | None = None,
+    oversubscription: float = 1.0,
+    wan: str | None = None,
+    nodes_per_site: int | None = None,
+    tcp_streams: int = 1,
+    scale_out_overrides: dict[str, float] | None = None,
+) -> Topology:
+    """Assemble a Topology from catalog keys.
+
+    The scale-up fabric defaults to the GPU's own (NVLink for H100). NICs per node default to
+    one per GPU on RDMA fabrics (rail-optimized) and one per node on TCP fabrics.
+    """
+    from bandwall.catalog import Tier, load_catalog
+
+    cat = load_catalog()
+    up_spec = cat.fabric(scale_up or cat.gpu(gpu).scale_up_fabric)
+    if up_spec.tier is not Tier.SCALE_UP:
+        raise ConfigError(
+            f"scale_up: {up_spec.key!r} is a {up_spec.tier.value} fabric; choose one of: "
+            + ", ".join(sorted(k for k, f in cat.fabrics.items() if f.tier is Tier.SCALE_UP))
+        )
+    out_link: Link | None = None
+    if scale_out is not None:
+        out_spec = cat.fabric(scale_out)
+        if out_spec.tier is Tier.SCALE_UP:
+            raise ConfigError(
+                f"fabric: {out_spec.key!r} is a scale-up fabric; pass it as --scale-up and give "
+                "a scale-out or WAN fabric here, e.g. ib-ndr"
+            )
+        out_link = Link.from_fabric(out_spec)
+        if scale_out_overrides:
+            out_link = out_link.with_overrides(**scale_out_overrides)
+        if nics_per_node is None:
+            nics_per_node = gpus_per_node if out_spec.rdma else 1
+    wan_link = Link.from_fabric(cat.fabric(wan)) if wan is not None else None
+    return Topology(
+        gpus_per_node=gpus_per_node,
+        scale_up=Link.from_fabric(up_spec) if gpus_per_node > 1 else None,
+        scale_out=out_link,
+        nics_per_node=nics_per_node or 1,
+        oversubscription=oversubscription,
+        nodes_per_site=nodes_per_site,
+        wan=wan_link,
+        tcp_streams=tcp_streams,
+    )

@@ -1,0 +1,131 @@
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+from bandwall.catalog import Precision, Tier, Transport, load_catalog
+from bandwall.errors import CatalogError, ConfigError
+
+REQUIRED_GPUS = ["A100-SXM-80GB", "H100-SXM", "H200", "B200", "GB200", "L40S", "RTX-4090", "MI300X"]
+REQUIRED_FABRICS = [
+    "nvlink3",
+    "nvlink4",
+    "nvlink5",
+    "pcie4",
+    "pcie5",
+    "ib-hdr",
+    "ib-ndr",
+    "ib-xdr",
+    "spectrum-x-400",
+    "spectrum-x-800",
+    "spectrum-x6-800",
+    "roce-100",
+    "roce-200",
+    "roce-400",
+    "efa-p4d",
+    "efa-p5",
+    "vpc-25g",
+    "vpc-50g",
+    "vpc-100g",
+    "internet-1g",
+    "internet-10g",
+    "internet-15g",
+]
+
+
+def test_required_entries_present_with_source_and_date() -> None:
+    cat = load_catalog()
+    for name in REQUIRED_GPUS:
+        gpu = cat.gpu(name)
+        assert {Precision.FP32, Precision.TF32, Precision.BF16} <= set(gpu.peak_TFLOPS)
+        assert len(gpu.source) > 10 and gpu.as_of <= dt.date(2026, 12, 31)
+    for key in REQUIRED_FABRICS:
+        fab = cat.fabric(key)
+        assert len(fab.source) > 10 and isinstance(fab.as_of, dt.date)
+    for prov in cat.providers.values():
+        assert prov.prices and all(len(p.source) > 5 for p in prov.prices)
+    assert {p.kind.value for p in cat.providers.values()} == {
+        "ai_factory",
+        "hyperscaler",
+        "decentralized_colocated",
+        "decentralized_geo",
+    }
+
+
+def test_published_figures_are_what_the_datasheets_say() -> None:
+    cat = load_catalog()
+    h100 = cat.gpu("H100-SXM")
+    assert h100.peak_TFLOPS[Precision.BF16] == pytest.approx(989.4)  # dense, not sparse 1979
+    assert cat.fabric("nvlink4").bandwidth_GBps == pytest.approx(450)  # 900 GB/s bidirectional
+    assert cat.fabric("ib-ndr").bandwidth_GBps == pytest.approx(50)  # 400 Gb/s
+    sp6 = cat.fabric("spectrum-x6-800")
+    assert sp6.transport is Transport.ROCE  # Ethernet, not InfiniBand (shared/scenarios/02)
+    assert sp6.switch is not None and sp6.switch.capacity_Tbps == pytest.approx(102.4)
+    sp4 = cat.fabric("spectrum-x-400").switch
+    assert sp4 is not None and sp6.switch.capacity_Tbps == pytest.approx(2 * sp4.capacity_Tbps)
+    assert cat.fabric("internet-1g").tier is Tier.WAN and cat.fabric("internet-1g").loss_rate > 0
+    assert "fp8" not in {p.value for p in cat.gpu("A100-SXM-80GB").peak_TFLOPS}
+
+
+def test_unknown_names_list_the_choices() -> None:
+    cat = load_catalog()
+    with pytest.raises(ConfigError, match=r"gpu: unknown value 'V100'.*H100-SXM"):
+        cat.gpu("V100")
+    with pytest.raises(ConfigError, match=r"fabric: unknown value 'ib-qdr'.*ib-ndr"):
+        cat.fabric("ib-qdr")
+    assert cat.gpu("h100-sxm").name == "H100-SXM"
+
+
+def test_new_fabric_is_a_data_change_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "fabrics.toml").write_text(
+        """
+[[fabric]]
+key = "ib-test-1600"
+name = "Hypothetical 1.6T InfiniBand"
+tier = "scale_out"
+transport = "infiniband"
+bandwidth_Gbps = 1600
+latency_us = 2.5
+jitter_mean_us = 0.5
+jitter_std_us = 0.5
+efficiency = 0.94
+rdma = true
+in_network_reduction = false
+source = "unit test"
+as_of = 2026-12-01
+"""
+    )
+    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
+    load_catalog.cache_clear()
+    try:
+        assert load_catalog().fabric("ib-test-1600").bandwidth_GBps == pytest.approx(200)
+        assert "ib-ndr" in load_catalog().fabrics
+    finally:
+        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
+        load_catalog.cache_clear()
+
+
+def test_invalid_entry_names_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "gpus.toml").write_text(
+        """
+[[gpu]]
+name = "Broken"
+vendor = "X"
+memory_GB = -1
+memory_bandwidth_TBps = 1
+peak_TFLOPS = { fp32 = 1, bf16 = 2 }
+scale_up_fabric = "pcie4"
+scale_up_domain = 8
+tdp_W = 100
+source = "unit test"
+as_of = 2026-12-01
+"""
+    )
+    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
+    load_catalog.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match=r"'Broken': memory_GB"):
+            load_catalog()
+    finally:
+        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
+        load_catalog.cache_clear()

@@ -1,0 +1,133 @@
+"""`bandwall collective` and `bandwall catalog` as a user types them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+JSON_KEYS = {"op", "ranks", "size_bytes", "algo", "time_s", "algbw_GBps", "busbw_GBps"}
+
+
+def test_json_rows_have_exactly_the_documented_keys(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "collective",
+        "--op",
+        "all_reduce",
+        "--ranks",
+        "64",
+        "--gpus-per-node",
+        "8",
+        "--fabric",
+        "ib-ndr",
+        "--scale-up",
+        "nvlink4",
+        "--sizes",
+        "1K:8G",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)
+    assert len(rows) == 24  # 1K .. 8G by x2
+    assert all(set(row) == JSON_KEYS for row in rows)
+    assert rows[0]["size_bytes"] == 1024 and rows[-1]["size_bytes"] == 8 * 1024**3
+    assert all(row["ranks"] == 64 and row["op"] == "all_reduce" for row in rows)
+    times = [row["time_s"] for row in rows]
+    assert times == sorted(times)
+    big = rows[-1]
+    assert big["busbw_GBps"] == pytest.approx(big["algbw_GBps"] * 2 * 63 / 64)
+    assert big["algbw_GBps"] == pytest.approx(big["size_bytes"] / big["time_s"] / 1e9)
+
+
+def test_forced_algorithm_and_table_output(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "collective", "--ranks", "16", "--fabric", "roce-400", "--algo", "ring", "--sizes", "1M,1G"
+    )
+    assert r.code == 0, r.err
+    assert "busbw(GB/s)" in r.out and "ring" in r.out and "1G" in r.out
+    ring = json.loads(
+        run_cli(
+            "collective",
+            "--ranks",
+            "16",
+            "--fabric",
+            "roce-400",
+            "--algo",
+            "ring",
+            "--sizes",
+            "1G",
+            "--json",
+        ).out
+    )[0]
+    auto = json.loads(
+        run_cli(
+            "collective", "--ranks", "16", "--fabric", "roce-400", "--sizes", "1G", "--json"
+        ).out
+    )[0]
+    assert ring["algo"] == "ring"
+    assert auto["time_s"] <= ring["time_s"]
+
+
+def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[no-untyped-def]
+    rows = json.loads(
+        run_cli(
+            "collective", "--ranks", "2,4,8", "--fabric", "nvlink4", "--sizes", "1G", "--json"
+        ).out
+    )
+    assert [row["ranks"] for row in rows] == [2, 4, 8]
+    r = run_cli("collective", "--ranks", "16", "--fabric", "nvlink4", "--sizes", "1G")
+    assert r.code == 2 and "scale-up fabric" in r.err
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "hint"),
+    [
+        (["--fabric", "ib-qdr"], "fabric", "ib-ndr"),
+        (["--gpu", "V100"], "gpu", "H100-SXM"),
+        (["--op", "allreduce2"], "op", "all_reduce"),
+        (["--algo", "magic"], "algo", "halving_doubling"),
+        (["--ranks", "0"], "ranks", ">= 2"),
+        (["--ranks", "-4"], "ranks", ">= 2"),
+        (["--ranks", "1"], "ranks", ">= 2"),
+        (["--ranks", "lots"], "ranks", "whole number"),
+        (["--sizes", "12Q"], "sizes", "K/M/G"),
+        (["--sizes", "8G:1K"], "sizes", "below its start"),
+        (["--op", "all_gather", "--algo", "tree"], "algo", "ring"),
+        (["--scale-up", "ib-ndr"], "scale_up", "nvlink4"),
+        (["--oversubscription", "0.5"], "oversubscription", ">= 1"),
+        (["--gpus-per-node", "many"], "gpus-per-node", "integer"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(run_cli, args: list[str], field: str, hint: str) -> None:  # type: ignore[no-untyped-def]
+    r = (
+        run_cli("collective", "--sizes", "1M", *args)
+        if "--sizes" not in args
+        else run_cli("collective", *args)
+    )
+    assert r.code == 2
+    assert r.out == ""
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1, r.err
+    assert field in lines[0] and hint in lines[0]
+    assert "Traceback" not in r.err
+
+
+def test_catalog_lists_sources(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("catalog", "fabrics", "--json")
+    assert r.code == 0
+    fabrics = json.loads(r.out)
+    assert {f["key"] for f in fabrics} >= {"ib-ndr", "spectrum-x6-800", "internet-1g"}
+    assert all(f["source"] and f["as_of"] for f in fabrics)
+    ndr = next(f for f in fabrics if f["key"] == "ib-ndr")
+    assert ndr["bandwidth_Gbps"] == 400 and ndr["bandwidth_GBps"] == 50
+    table = run_cli("catalog", "gpus")
+    assert table.code == 0 and "H100-SXM" in table.out and "as of" in table.out
+    both = json.loads(run_cli("catalog", "--json").out)
+    assert set(both) == {"gpus", "fabrics", "providers"}
+    bad = run_cli("catalog", "switches")
+    assert bad.code == 2 and "fabrics, gpus, providers" in bad.err
+
+
+def test_no_arguments_prints_help(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli()
+    assert r.code == 0 and "collective" in r.out
