@@ -6,18 +6,25 @@ Errors a user can cause (a bandwall error or a usage error) print one line on st
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 from typer.exceptions import TyperException
 
 from bandwall import _render
+from bandwall._planopts import plan_fields, with_plan_options
 from bandwall._render import console, fmt_num, print_json
+from bandwall.calibrate import find_reference_dir, validate_published
 from bandwall.catalog import Catalog, Tier, load_catalog
 from bandwall.collectives import Algo, build_topology, evaluate, parse_algo, parse_op
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
-from bandwall.units import format_size, parse_size_range
+from bandwall.plan import Plan, compare_plans, make_plan, presets, request_from_fields
+from bandwall.plan.sweep import sweep as run_sweep
+from bandwall.plan.sweep import write_table
+from bandwall.report import compare_table, plan_tables, validation_table
+from bandwall.units import format_size, parse_rate_Gbps, parse_size_range
+from bandwall.workloads import Transformer, builtin_workloads
 
 app = typer.Typer(
     name="bandwall",
@@ -291,6 +298,221 @@ def collective(
             str(row["algo"]),
         )
     console.print(table)
+
+
+def _plan_json(plan: Plan) -> dict[str, Any]:
+    return plan.to_json()
+
+
+@app.command()
+@with_plan_options()
+def plan(
+    opts: dict[str, Any],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Plan one training job: step time, efficiency, MFU, time to train and cost."""
+    the_plan = make_plan(request_from_fields(**plan_fields(opts)))
+    if as_json:
+        print_json(_plan_json(the_plan))
+        return
+    for table in plan_tables(the_plan):
+        console.print(table)
+    for note in the_plan.notes:
+        console.print(f"note: {note}", style="dim")
+
+
+def _split(text: str, field: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigError(f"{field}: give a comma-separated list")
+    return items
+
+
+@app.command()
+@with_plan_options(skip=("preset",))
+def compare(
+    opts: dict[str, Any],
+    presets_: Annotated[
+        str, typer.Option("--presets", help="Comma-separated presets (default: all).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run one job on several infrastructures side by side."""
+    keys = _split(presets_, "presets") if presets_ else list(presets())
+    plans = compare_plans(request_from_fields(**plan_fields(opts), preset=keys[0]), keys)
+    if as_json:
+        print_json([_plan_json(p) for p in plans])
+        return
+    console.print(compare_table(plans))
+
+
+def _grid_values(text: str | None, field: str, *, rate: bool = False) -> list[float] | None:
+    """'1,2,4', '64:4096:x2' (GPU counts) or '1Gbps:400Gbps:x2' (rates) into values."""
+    if not text:
+        return None
+    if rate:
+        if ":" in text:
+            parts = text.split(":")
+            lo, hi = parse_rate_Gbps(parts[0], field), parse_rate_Gbps(parts[1], field)
+            factor = float(parts[2].lstrip("x*")) if len(parts) > 2 else 2.0
+            if factor <= 1 or hi < lo:
+                raise ConfigError(f"{field}: range {text!r} must rise with a factor > 1")
+            out, v = [], lo
+            while v <= hi * (1 + 1e-9):
+                out.append(v)
+                v *= factor
+            return out
+        return [parse_rate_Gbps(t, field) for t in _split(text, field)]
+    values = parse_size_range(text, field)
+    if any(k in text.upper() for k in "KMGT"):
+        raise ConfigError(f"{field}: {text!r} must be plain numbers")
+    return [float(v) for v in values]
+
+
+@app.command()
+@with_plan_options(
+    skip=(
+        "gpus",
+        "bandwidth",
+        "tp",
+        "pp",
+        "cp",
+        "ep",
+        "zero",
+        "micro_batch",
+        "virtual_stages",
+        "auto",
+    )
+)
+def sweep(
+    opts: dict[str, Any],
+    gpus: Annotated[str, typer.Option(help="GPU counts: 64,128 or 64:4096:x2.")] = "8",
+    bandwidth: Annotated[
+        str | None,
+        typer.Option(help="Scale-out rates per NIC: 10Gbps,100Gbps or 1Gbps:400Gbps:x2."),
+    ] = None,
+    tp: Annotated[str, typer.Option(help="TP degrees, e.g. 1,2,4,8.")] = "1",
+    pp: Annotated[str, typer.Option(help="PP degrees.")] = "1",
+    cp: Annotated[str, typer.Option(help="CP degrees.")] = "1",
+    ep: Annotated[str, typer.Option(help="EP degrees.")] = "1",
+    zero: Annotated[str, typer.Option(help="ZeRO stages, e.g. 1,3.")] = "1",
+    micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes.")] = "1",
+    virtual_stages: Annotated[str, typer.Option(help="Interleaving depths.")] = "1",
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
+    ] = None,
+) -> None:
+    """Evaluate a grid of GPU counts × bandwidths × layouts in one vectorised pass."""
+    grid = {
+        "gpus": _grid_values(gpus, "gpus"),
+        "bandwidth_Gbps": _grid_values(bandwidth, "bandwidth", rate=True),
+        "tp": _grid_values(tp, "tp"),
+        "pp": _grid_values(pp, "pp"),
+        "cp": _grid_values(cp, "cp"),
+        "ep": _grid_values(ep, "ep"),
+        "zero": _grid_values(zero, "zero"),
+        "micro_batch": _grid_values(micro_batch, "micro-batch"),
+        "virtual_stages": _grid_values(virtual_stages, "virtual-stages"),
+    }
+    grid_clean = {k: v for k, v in grid.items() if v is not None}
+    first_gpus = int(grid_clean["gpus"][0])
+    req = request_from_fields(**plan_fields(opts), gpus=first_gpus)
+    table = run_sweep(req, grid_clean)
+    write_table(table, output)
+    if output:
+        n = len(next(iter(table.values())))
+        _render.err_console.print(f"wrote {n:,} rows to {output}")
+
+
+@app.command()
+def validate(
+    published: Annotated[
+        bool,
+        typer.Option(
+            "--published", help="Compare with published training runs (shared/reference)."
+        ),
+    ] = False,
+    reference: Annotated[
+        str | None, typer.Option(help="Folder holding training_throughput.csv.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Predicted against measured: published runs (--published)."""
+    if not published:
+        raise ConfigError(
+            "validate: give --published (validation of stored bench runs needs "
+            "`bandwall bench`, not built yet)"
+        )
+    rows, summary = validate_published(find_reference_dir(reference))
+    if as_json:
+        print_json({"rows": rows, "summary": summary})
+        return
+    console.print(
+        validation_table(
+            rows,
+            "Model vs published training throughput (one set of defaults, no per-row constants)",
+        )
+    )
+    console.print(
+        f"median |error| {summary['median_abs_error']:.1%}, max "
+        f"{summary['max_abs_error']:.1%} over {summary['rows']} rows"
+    )
+
+
+@app.command()
+def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the built-in workloads with derived parameter counts and FLOPs."""
+    table = builtin_workloads()
+    rows = [
+        {
+            "key": k,
+            "name": w.name,
+            "params_b": w.params / 1e9,
+            "active_params_b": w.active_params / 1e9,
+            "gflops_per_sample": (
+                w.flops_per_token * w.seq_len if isinstance(w, Transformer) else w.flops_per_sample
+            )
+            / 1e9,
+            "source": w.source,
+        }
+        for k, w in table.items()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    t = Table(title="Workloads")
+    for col in ("key", "name", "params (B)", "active (B)", "train GFLOP/sample", "source"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(
+            str(r["key"]),
+            str(r["name"]),
+            f"{r['params_b']:,.2f}",
+            f"{r['active_params_b']:,.2f}",
+            f"{r['gflops_per_sample']:,.0f}",
+            str(r["source"]),
+        )
+    console.print(t)
+
+
+@app.command("presets")
+def presets_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the infrastructure presets `plan --preset` accepts."""
+    rows = [p.model_dump() for p in presets().values()]
+    if as_json:
+        print_json(rows)
+        return
+    t = Table(title="Presets")
+    for col in ("key", "provider", "scale-out", "NICs/node", "sites", "description"):
+        t.add_column(col, overflow="fold")
+    for p in presets().values():
+        t.add_row(
+            p.key, p.provider, p.scale_out, f"{p.nics_per_node:g}", str(p.sites), p.description
+        )
+    console.print(t)
 
 
 def main(argv: list[str] | None = None) -> int:

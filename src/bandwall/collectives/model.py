@@ -154,14 +154,14 @@ class _Levels:
 
 
 def _levels(ranks: FloatArray, topo: Topology) -> _Levels:
-    n = ranks
-    G = float(topo.gpus_per_node)
+    G = np.asarray(topo.gpus_per_node, dtype=np.float64)
+    n = ranks + np.zeros_like(G)
     g = np.minimum(n, G)
     nodes = np.ceil(n / G)
     if topo.nodes_per_site is None:
         N, M = nodes, np.ones_like(n)
     else:
-        P = float(topo.nodes_per_site)
+        P = np.asarray(topo.nodes_per_site, dtype=np.float64)
         N, M = np.minimum(nodes, P), np.ceil(nodes / P)
     active = (g > 1, N > 1, M > 1)
     links = (topo.scale_up, topo.scale_out, topo.wan)
@@ -175,7 +175,8 @@ def _levels(ranks: FloatArray, topo: Topology) -> _Levels:
     streams = topo.tcp_streams
     inf = np.inf
     up, out, wan = links
-    nics = np.minimum(float(topo.nics_per_node), g)
+    nics = np.minimum(np.asarray(topo.nics_per_node, dtype=np.float64), g)
+    pair_nics = np.minimum(np.asarray(topo.nics_per_node, dtype=np.float64), 1.0)
     bw_up = up.effective_Bps(streams) if up else inf
     bw_nic = out.effective_Bps(streams) / topo.oversubscription if out else inf
     bw_wan = wan.effective_Bps(streams) if wan else inf
@@ -218,7 +219,9 @@ def _levels(ranks: FloatArray, topo: Topology) -> _Levels:
         mu=(mu[0], mu[1], mu[2]),
         spread=(spread[0], spread[1], spread[2]),
         bw_level=bw_level,
-        bw_pair=np.minimum(np.minimum(bw_level[0], np.where(active[1], bw_nic, inf)), bw_level[2]),
+        bw_pair=np.minimum(
+            np.minimum(bw_level[0], np.where(active[1], pair_nics * bw_nic, inf)), bw_level[2]
+        ),
         in_net=in_net,
         in_net_bw=in_net_bw,
         alpha_flat=np.maximum(np.maximum(alpha[0], alpha[1]), alpha[2]),

@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from bandwall.catalog import FabricSpec, Transport
 from bandwall.errors import ConfigError
 from bandwall.units import GB, US
+
+#: A scalar or an array broadcast against the sizes and rank counts being priced: sweeps vary
+#: link bandwidths, group shapes and NIC shares per element.
+Numeric = float | npt.NDArray[Any]
 
 #: Mathis et al. (1997) constant for Reno-style TCP with delayed ACKs off: sqrt(3/2).
 MATHIS_C = math.sqrt(1.5)
@@ -25,10 +33,10 @@ class Link:
     """
 
     name: str
-    bandwidth_Bps: float
-    latency_s: float
-    jitter_mean_s: float = 0.0
-    jitter_std_s: float = 0.0
+    bandwidth_Bps: Numeric
+    latency_s: Numeric
+    jitter_mean_s: Numeric = 0.0
+    jitter_std_s: Numeric = 0.0
     efficiency: float = 1.0
     in_network: bool = False
     in_network_efficiency: float = 1.0
@@ -59,10 +67,10 @@ class Link:
     def with_overrides(
         self,
         *,
-        bandwidth_Bps: float | None = None,
-        latency_s: float | None = None,
-        jitter_mean_s: float | None = None,
-        jitter_std_s: float | None = None,
+        bandwidth_Bps: Numeric | None = None,
+        latency_s: Numeric | None = None,
+        jitter_mean_s: Numeric | None = None,
+        jitter_std_s: Numeric | None = None,
         loss_rate: float | None = None,
     ) -> Link:
         """A copy with measured or what-if values replacing the catalog's."""
@@ -75,24 +83,26 @@ class Link:
             loss_rate=self.loss_rate if loss_rate is None else loss_rate,
         )
 
-    def mathis_Bps(self, streams: int) -> float:
+    def mathis_Bps(self, streams: int) -> Numeric:
         """TCP throughput bound MSS·C / (RTT·sqrt(p)) per stream (Mathis et al. 1997).
 
         RTT is taken as twice the one-way latency. Infinite on loss-free or non-TCP links.
         """
-        if not self.tcp or self.loss_rate <= 0 or self.latency_s <= 0:
+        if not self.tcp or self.loss_rate <= 0:
             return math.inf
-        rtt = 2 * self.latency_s
-        return streams * self.mss_bytes * MATHIS_C / (rtt * math.sqrt(self.loss_rate))
+        rtt = 2 * np.asarray(self.latency_s, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            bound = streams * self.mss_bytes * MATHIS_C / (rtt * math.sqrt(self.loss_rate))
+        return np.where(rtt > 0, bound, np.inf)
 
-    def effective_Bps(self, streams: int = 1) -> float:
+    def effective_Bps(self, streams: int = 1) -> Numeric:
         """Bandwidth a large-message collective reaches on one endpoint of this link."""
-        bw = self.bandwidth_Bps * self.efficiency
+        bw: Numeric = self.bandwidth_Bps * self.efficiency
         if self.tcp and self.per_flow_limit_Bps is not None:
-            bw = min(bw, streams * self.per_flow_limit_Bps)
-        return min(bw, self.mathis_Bps(streams))
+            bw = np.minimum(bw, streams * self.per_flow_limit_Bps)
+        return np.minimum(bw, self.mathis_Bps(streams))
 
-    def in_network_Bps(self) -> float:
+    def in_network_Bps(self) -> Numeric:
         """Bandwidth of a switch-side (SHARP/NVLS) reduction on this link."""
         return self.bandwidth_Bps * self.in_network_efficiency
 
@@ -109,27 +119,28 @@ class Topology:
     default), which matters only on TCP links.
     """
 
-    gpus_per_node: int
+    gpus_per_node: Numeric
     scale_up: Link | None
     scale_out: Link | None
-    nics_per_node: int = 1
-    oversubscription: float = 1.0
-    nodes_per_site: int | None = None
+    nics_per_node: Numeric = 1.0
+    oversubscription: Numeric = 1.0
+    nodes_per_site: Numeric | None = None
     wan: Link | None = None
     tcp_streams: int = 1
 
     def __post_init__(self) -> None:
-        if self.gpus_per_node < 1:
+        g = np.asarray(self.gpus_per_node)
+        if np.any(g < 1):
             raise ConfigError(f"gpus_per_node: must be >= 1, got {self.gpus_per_node}")
-        if self.gpus_per_node > 1 and self.scale_up is None:
+        if np.any(g > 1) and self.scale_up is None:
             raise ConfigError("scale_up: a node with more than one GPU needs a scale-up fabric")
-        if self.nics_per_node < 1:
-            raise ConfigError(f"nics_per_node: must be >= 1, got {self.nics_per_node}")
-        if self.oversubscription < 1:
+        if np.any(np.asarray(self.nics_per_node) <= 0):
+            raise ConfigError(f"nics_per_node: must be > 0, got {self.nics_per_node}")
+        if np.any(np.asarray(self.oversubscription) < 1):
             raise ConfigError(
                 f"oversubscription: must be >= 1 (1 = non-blocking), got {self.oversubscription}"
             )
-        if self.nodes_per_site is not None and self.nodes_per_site < 1:
+        if self.nodes_per_site is not None and np.any(np.asarray(self.nodes_per_site) < 1):
             raise ConfigError(f"nodes_per_site: must be >= 1, got {self.nodes_per_site}")
         if self.nodes_per_site is not None and self.wan is None:
             raise ConfigError("wan: nodes_per_site is set but no WAN fabric joins the sites")
@@ -143,7 +154,7 @@ def build_topology(
     scale_out: str | None,
     scale_up: str | None = None,
     gpu: str = "H100-SXM",
-    nics_per_node: int | None = None,
+    nics_per_node: float | None = None,
     oversubscription: float = 1.0,
     wan: str | None = None,
     nodes_per_site: int | None = None,
@@ -182,7 +193,7 @@ def build_topology(
         gpus_per_node=gpus_per_node,
         scale_up=Link.from_fabric(up_spec) if gpus_per_node > 1 else None,
         scale_out=out_link,
-        nics_per_node=nics_per_node or 1,
+        nics_per_node=nics_per_node or 1.0,
         oversubscription=oversubscription,
         nodes_per_site=nodes_per_site,
         wan=wan_link,

@@ -1,0 +1,10 @@
+"""Presentation: terminal tables for plans, comparisons and validations."""
+
+from bandwall.report.tables import (
+    compare_table,
+    format_duration,
+    plan_tables,
+    validation_table,
+)
+
+__all__ = ["compare_table", "format_duration", "plan_tables", "validation_table"]
