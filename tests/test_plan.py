@@ -156,3 +156,15 @@ def test_cost_is_gpu_hours_times_price_plus_egress() -> None:
     assert p.metrics["gpu_hours"] == pytest.approx(64 * p.metrics["time_to_train_s"] / 3600)
     assert p.metrics["cost_usd"] == pytest.approx(p.metrics["gpu_hours"] * 4.25)
     assert p.metrics["time_to_train_s"] == pytest.approx(1e11 / p.metrics["tokens_per_s"])
+
+
+def test_sweep_rows_equal_single_plans() -> None:
+    for fields in (dict(model="llama3-70b", gpus=512, preset="decentralized-colocated", tp=8,
+                        pp=4, tokens=1e12),
+                   dict(model="resnet50", gpus=64, preset="hyperscaler-vm")):
+        req = request_from_fields(**fields)
+        one = make_plan(req)
+        row = sweep(req, {"bandwidth_Gbps": [float(one.to_json()["cluster"]
+                                                   ["scale_out_Gbps_per_nic"])]})
+        assert float(row["step_time_s"][0]) == pytest.approx(one.metrics["step_time_s"])
+        assert float(row["cost_usd"][0]) == pytest.approx(one.metrics["cost_usd"])

@@ -17,7 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.plan.cluster import Cluster, ClusterSpec, describe_cluster, resolve_cluster
 from bandwall.plan.layout import LayoutArrays, Schedule, Strategy
-from bandwall.plan.step import ASSUMPTIONS, StepInputs, derived_metrics, evaluate_step
+from bandwall.plan.step import (
+    ASSUMPTIONS,
+    USABLE_MEMORY_FRACTION,
+    StepInputs,
+    derived_metrics,
+    evaluate_step,
+)
 from bandwall.workloads import Cnn, Transformer, Workload, custom_transformer, get_workload
 
 #: Default global batch for transformers: 4 Mi tokens per step, a common large-run setting.
@@ -350,13 +356,25 @@ def make_plan(req: PlanRequest) -> Plan:
     if req.auto:
         return auto_layout(req, w, cl, gb)
     s = req.strategy
-    mb = s.micro_batch or (1 if isinstance(w, Transformer) else max(1, gb // _dp(req, s)))
+    mb = s.micro_batch or _default_micro_batch(w, cl, gb, _dp(req, s))
     v = default_virtual_stages(w, s)
     validate_layout(w, cl, s, gb, mb, v)
     r = evaluate_step(w, cl, LayoutArrays.single(s, mb, v), _step_inputs(req, gb))
     if not bool(np.asarray(r["fits"]).reshape(-1)[0]):
         raise _memory_error(w, cl, s, r)
     return _finish(req, w, cl, s, gb, mb, v, r)
+
+
+def _default_micro_batch(w: Workload, cl: Cluster, gb: int, dp: int) -> int:
+    """Transformers: 1 sequence. CNNs: the whole per-GPU batch, or the largest divisor of it
+    whose activations fit beside the model state (gradient accumulation for the rest)."""
+    if isinstance(w, Transformer):
+        return 1
+    per_gpu = max(1, gb // dp)
+    state = w.params * (2 + 2 + 12)
+    room = cl.gpu.memory_GB * 1e9 * USABLE_MEMORY_FRACTION - state
+    fit = max(1, int(room // w.activation_bytes_per_sample))
+    return max(d for d in range(1, min(per_gpu, fit) + 1) if per_gpu % d == 0)
 
 
 def _dp(req: PlanRequest, s: Strategy) -> int:

@@ -12,6 +12,7 @@ import numpy as np
 from bandwall.errors import ConfigError
 from bandwall.plan.api import (
     BREAKDOWN_KEYS,
+    MAX_DEFAULT_VIRTUAL_STAGES,
     PlanRequest,
     _budget,
     _step_inputs,
@@ -19,9 +20,9 @@ from bandwall.plan.api import (
     resolve_workload,
 )
 from bandwall.plan.cluster import resolve_cluster
-from bandwall.plan.layout import LayoutArrays
+from bandwall.plan.layout import LayoutArrays, Schedule, Strategy
 from bandwall.plan.step import derived_metrics, evaluate_step
-from bandwall.workloads import Transformer
+from bandwall.workloads import Transformer, Workload
 
 GRID_AXES = (
     "gpus",
@@ -73,6 +74,11 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
             rows.shape[0],
             float(np.max(cl.scale_out.bandwidth_Bps)) * 8 / 1e9 if cl.scale_out else np.nan,
         )
+    gb = req.global_batch or default_global_batch(w, req.cluster.gpus)
+    if "virtual_stages" not in grid and s.virtual_stages is None:
+        col["virtual_stages"] = _default_virtual_stages(w, s, col["pp"])
+    if "micro_batch" not in grid and s.micro_batch is None and not isinstance(w, Transformer):
+        col["micro_batch"] = np.maximum(1.0, np.floor(gb / col["gpus"]))
     ints = {k: col[k].astype(np.int64) for k in GRID_AXES[2:]}
     lay = LayoutArrays(
         ints["tp"],
@@ -83,7 +89,6 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
         ints["micro_batch"],
         ints["virtual_stages"],
     )
-    gb = req.global_batch or default_global_batch(w, req.cluster.gpus)
     with np.errstate(all="ignore"):
         r = evaluate_step(w, cl, lay, _step_inputs(req, gb))
         d = derived_metrics(r, cl)
@@ -116,6 +121,17 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
         }
     )
     return {k: np.broadcast_to(v, rows.shape[:1]) for k, v in out.items()}
+
+
+def _default_virtual_stages(w: Workload, s: Strategy, pp: np.ndarray) -> np.ndarray:
+    """Row-wise `default_virtual_stages`: the same rule as a single plan."""
+    out = np.ones_like(pp)
+    if s.schedule is Schedule.ONE_F_ONE_B or not isinstance(w, Transformer):
+        return out
+    for v in (2, 4):
+        if v <= MAX_DEFAULT_VIRTUAL_STAGES:
+            out = np.where((pp > 1) & (pp * v <= w.layers), float(v), out)
+    return out
 
 
 def write_table(table: dict[str, np.ndarray], path: str | None) -> None:
