@@ -159,12 +159,16 @@ def test_cost_is_gpu_hours_times_price_plus_egress() -> None:
 
 
 def test_sweep_rows_equal_single_plans() -> None:
-    for fields in (dict(model="llama3-70b", gpus=512, preset="decentralized-colocated", tp=8,
-                        pp=4, tokens=1e12),
-                   dict(model="resnet50", gpus=64, preset="hyperscaler-vm")):
+    for fields in (
+        dict(
+            model="llama3-70b", gpus=512, preset="decentralized-colocated", tp=8, pp=4, tokens=1e12
+        ),
+        dict(model="resnet50", gpus=64, preset="hyperscaler-vm"),
+    ):
         req = request_from_fields(**fields)
         one = make_plan(req)
-        row = sweep(req, {"bandwidth_Gbps": [float(one.to_json()["cluster"]
-                                                   ["scale_out_Gbps_per_nic"])]})
+        row = sweep(
+            req, {"bandwidth_Gbps": [float(one.to_json()["cluster"]["scale_out_Gbps_per_nic"])]}
+        )
         assert float(row["step_time_s"][0]) == pytest.approx(one.metrics["step_time_s"])
         assert float(row["cost_usd"][0]) == pytest.approx(one.metrics["cost_usd"])
