@@ -155,7 +155,10 @@ def test_cost_is_gpu_hours_times_price_plus_egress() -> None:
     p = plan(model="llama3-8b", gpus=64, tokens=1e11, preset="hyperscaler-vm")
     assert p.metrics["gpu_hours"] == pytest.approx(64 * p.metrics["time_to_train_s"] / 3600)
     assert p.metrics["cost_usd"] == pytest.approx(p.metrics["gpu_hours"] * 4.25)
-    assert p.metrics["time_to_train_s"] == pytest.approx(1e11 / p.metrics["tokens_per_s"])
+    ideal = 1e11 / p.metrics["tokens_per_s"]
+    assert p.metrics["ideal_time_s"] == pytest.approx(ideal)
+    assert p.metrics["time_to_train_s"] == pytest.approx(ideal / p.metrics["goodput"])
+    assert 0.9 < p.metrics["goodput"] < 1
 
 
 def test_sweep_rows_equal_single_plans() -> None:

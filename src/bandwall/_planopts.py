@@ -73,6 +73,15 @@ PLAN_OPTIONS: list[tuple[str, Any, Any, str]] = [
     ("compute_efficiency", _F, None, "Share of dense peak the GPUs sustain (default: model's)."),
     ("straggler_fraction", float, 0.0, "Share of GPUs that are stragglers."),
     ("straggler_slowdown", float, 0.0, "How much slower a straggler is (0.2 = 20%)."),
+    ("straggler_mitigation", str, "none", "none, backup (spare workers) or async (local SGD)."),
+    ("failures", bool, True, "Model failures and checkpoints (--no-failures to ignore them)."),
+    ("failed_links", _I, None, "Failed scale-out links."),
+    ("failed_link_fraction", _F, None, "Failed share of scale-out links, in [0, 1)."),
+    ("routing", str, "auto", "After failures: adaptive, static (ECMP) or auto (the fabric's)."),
+    ("slow_link_fraction", float, 0.0, "Share of scale-out links running slow, in [0, 1)."),
+    ("slow_link_speed", float, 0.25, "Speed of a slow link relative to its rate."),
+    ("checkpoint_GBps", _F, None, "Aggregate checkpoint write bandwidth, GB/s."),
+    ("restart_s", _F, None, "Seconds to detect a failure, restart and reload."),
 ]
 
 

@@ -19,10 +19,17 @@ from bandwall.calibrate import find_reference_dir, validate_published
 from bandwall.catalog import Catalog, Tier, load_catalog
 from bandwall.collectives import Algo, build_topology, evaluate, parse_algo, parse_op
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
-from bandwall.plan import Plan, compare_plans, make_plan, presets, request_from_fields
+from bandwall.plan import (
+    Plan,
+    compare_plans,
+    make_plan,
+    presets,
+    request_from_fields,
+    scale_plans,
+)
 from bandwall.plan.sweep import sweep as run_sweep
 from bandwall.plan.sweep import write_table
-from bandwall.report import compare_table, plan_tables, validation_table
+from bandwall.report import compare_table, plan_tables, scale_table, validation_table
 from bandwall.units import format_size, parse_rate_Gbps, parse_size_range
 from bandwall.workloads import Transformer, builtin_workloads
 
@@ -374,6 +381,7 @@ def _grid_values(text: str | None, field: str, *, rate: bool = False) -> list[fl
     skip=(
         "gpus",
         "bandwidth",
+        "oversubscription",
         "tp",
         "pp",
         "cp",
@@ -387,6 +395,9 @@ def _grid_values(text: str | None, field: str, *, rate: bool = False) -> list[fl
 def sweep(
     opts: dict[str, Any],
     gpus: Annotated[str, typer.Option(help="GPU counts: 64,128 or 64:4096:x2.")] = "8",
+    oversubscription: Annotated[
+        str | None, typer.Option(help="Scale-out oversubscription ratios, e.g. 1,2,4.")
+    ] = None,
     bandwidth: Annotated[
         str | None,
         typer.Option(help="Scale-out rates per NIC: 10Gbps,100Gbps or 1Gbps:400Gbps:x2."),
@@ -396,8 +407,12 @@ def sweep(
     cp: Annotated[str, typer.Option(help="CP degrees.")] = "1",
     ep: Annotated[str, typer.Option(help="EP degrees.")] = "1",
     zero: Annotated[str, typer.Option(help="ZeRO stages, e.g. 1,3.")] = "1",
-    micro_batch: Annotated[str, typer.Option(help="Micro-batch sizes.")] = "1",
-    virtual_stages: Annotated[str, typer.Option(help="Interleaving depths.")] = "1",
+    micro_batch: Annotated[
+        str | None, typer.Option(help="Micro-batch sizes (default: as `plan`).")
+    ] = None,
+    virtual_stages: Annotated[
+        str | None, typer.Option(help="Interleaving depths (default: as `plan`).")
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
@@ -407,6 +422,11 @@ def sweep(
     grid = {
         "gpus": _grid_values(gpus, "gpus"),
         "bandwidth_Gbps": _grid_values(bandwidth, "bandwidth", rate=True),
+        "oversubscription": (
+            [float(v) for v in _split(oversubscription, "oversubscription")]
+            if oversubscription
+            else None
+        ),
         "tp": _grid_values(tp, "tp"),
         "pp": _grid_values(pp, "pp"),
         "cp": _grid_values(cp, "cp"),
@@ -423,6 +443,31 @@ def sweep(
     if output:
         n = len(next(iter(table.values())))
         _render.err_console.print(f"wrote {n:,} rows to {output}")
+
+
+@app.command()
+@with_plan_options(skip=("gpus",))
+def scale(
+    opts: dict[str, Any],
+    gpus: Annotated[
+        str, typer.Option(help="GPU counts, e.g. 1k:128k:x2 (k = 1024).")
+    ] = "1k:16k:x2",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Step time, efficiency, goodput and cost per token along GPU count.
+
+    Without an explicit layout (--tp/--pp/--cp/--ep) each count gets its fastest fitting one.
+    """
+    counts = [int(v) for v in parse_size_range(gpus, "gpus")]
+    fields = plan_fields(opts)
+    if all(fields.get(k, 1) == 1 for k in ("tp", "pp", "cp", "ep")):
+        fields["auto"] = True
+    plans = scale_plans(request_from_fields(**fields, gpus=counts[0]), counts)
+    if as_json:
+        print_json([_plan_json(p) for p in plans])
+        return
+    console.print(scale_table(plans))
+    console.print("assumptions: " + " ".join(plans[0].to_json()["assumptions"][-3:]), style="dim")
 
 
 @app.command()

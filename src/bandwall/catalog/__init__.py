@@ -3,6 +3,7 @@
 from bandwall.catalog.loader import Catalog, load_catalog
 from bandwall.catalog.models import (
     FabricSpec,
+    FailureSpec,
     GpuSpec,
     Precision,
     PriceRange,
@@ -15,6 +16,7 @@ from bandwall.catalog.models import (
 __all__ = [
     "Catalog",
     "FabricSpec",
+    "FailureSpec",
     "GpuSpec",
     "Precision",
     "PriceRange",

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from bandwall.catalog.models import FabricSpec, GpuSpec, ProviderSpec
+from bandwall.catalog.models import FabricSpec, FailureSpec, GpuSpec, ProviderSpec
 from bandwall.errors import CatalogError, unknown_choice
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -68,6 +68,7 @@ class Catalog:
     gpus: Mapping[str, GpuSpec]
     fabrics: Mapping[str, FabricSpec]
     providers: Mapping[str, ProviderSpec]
+    failures: Mapping[str, FailureSpec]
 
     def gpu(self, name: str) -> GpuSpec:
         found = _lookup(self.gpus, name)
@@ -79,6 +80,12 @@ class Catalog:
         found = _lookup(self.fabrics, key)
         if found is None:
             raise unknown_choice("fabric", key, self.fabrics)
+        return found
+
+    def failure_profile(self, key: str) -> FailureSpec:
+        found = _lookup(self.failures, key)
+        if found is None:
+            raise unknown_choice("failure_profile", key, self.failures)
         return found
 
     def provider(self, key: str) -> ProviderSpec:
@@ -104,6 +111,10 @@ def _check_references(cat: Catalog) -> None:
         for ref in (prov.scale_out_fabric, prov.wan_fabric):
             if ref is not None and ref not in cat.fabrics:
                 raise CatalogError(f"provider {prov.key!r}: unknown fabric {ref!r}")
+        if prov.failure_profile not in cat.failures:
+            raise CatalogError(
+                f"provider {prov.key!r}: unknown failure_profile {prov.failure_profile!r}"
+            )
         for price in prov.prices:
             if price.gpu not in cat.gpus:
                 raise CatalogError(f"provider {prov.key!r}: price for unknown gpu {price.gpu!r}")
@@ -116,6 +127,7 @@ def load_catalog() -> Catalog:
         gpus=_validate(GpuSpec, _read_tables("gpus.toml", "gpu"), "name"),
         fabrics=_validate(FabricSpec, _read_tables("fabrics.toml", "fabric"), "key"),
         providers=_validate(ProviderSpec, _read_tables("providers.toml", "provider"), "key"),
+        failures=_validate(FailureSpec, _read_tables("failures.toml", "failures"), "key"),
     )
     _check_references(cat)
     return cat

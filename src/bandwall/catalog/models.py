@@ -115,6 +115,11 @@ class FabricSpec(_Entry):
     rdma: bool
     in_network_reduction: bool = Field(description="SHARP / NVLS-style switch reduction.")
     in_network_efficiency: Efficiency | None = None
+    adaptive_routing: bool = Field(
+        default=False,
+        description="Per-packet adaptive routing / spraying (IB AR, Spectrum-X, EFA SRD); "
+        "without it flows are pinned by static ECMP hashing.",
+    )
     switch: SwitchSpec | None = None
     notes: str = ""
 
@@ -159,7 +164,23 @@ class ProviderSpec(_Entry):
     virtualization_overhead: Annotated[float, Field(ge=0.0, lt=1.0)]
     virtualization_overhead_range: tuple[float, float] | None = None
     egress_usd_per_GB: float = Field(ge=0)
+    checkpoint_write_GBps_per_node: float = Field(gt=0, description="Checkpoint write rate.")
+    checkpoint_write_cap_GBps: float = Field(gt=0, description="Shared storage ceiling.")
+    restart_s: float = Field(ge=0, description="Detect, re-queue, restart and reload.")
+    failure_profile: str
+    storage_source: str
     prices: tuple[PriceRange, ...]
 
     def price(self, gpu: str) -> PriceRange | None:
         return next((p for p in self.prices if p.gpu == gpu), None)
+
+
+class FailureSpec(_Entry):
+    """Failure rates of a fleet, per component-hour; job MTBF follows from the counts."""
+
+    key: str
+    name: str
+    gpu_per_hour: float = Field(ge=0)
+    node_per_hour: float = Field(ge=0)
+    nic_per_hour: float = Field(ge=0)
+    link_per_hour: float = Field(ge=0, description="Per GPU-side scale-out link or cable.")

@@ -7,6 +7,7 @@ from bandwall.plan.api import (
     compare_plans,
     make_plan,
     request_from_fields,
+    scale_plans,
 )
 from bandwall.plan.cluster import Cluster, ClusterSpec, get_preset, presets, resolve_cluster
 from bandwall.plan.layout import Strategy
@@ -27,4 +28,5 @@ __all__ = [
     "presets",
     "request_from_fields",
     "resolve_cluster",
+    "scale_plans",
 ]

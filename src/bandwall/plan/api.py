@@ -8,6 +8,7 @@ runs one job on several presets.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.plan.cluster import Cluster, ClusterSpec, describe_cluster, resolve_cluster
+from bandwall.plan.faults import checkpoint_bytes, daly_interval_s, goodput, job_mtbf_s
 from bandwall.plan.layout import LayoutArrays, Schedule, Strategy
 from bandwall.plan.step import (
     ASSUMPTIONS,
@@ -105,6 +107,7 @@ class Plan:
     budget: dict[str, float]
     cost: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    faults: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,8 +129,13 @@ class Plan:
                     "time_to_train_s",
                     "gpu_hours",
                     "cost_usd",
+                    "goodput",
+                    "mtbf_s",
+                    "checkpoint_interval_s",
+                    "ideal_time_s",
                 )
             },
+            "faults": self.faults,
             "breakdown": self.breakdown,
             "layout": self.layout,
             "memory_GB": self.memory,
@@ -151,6 +159,7 @@ def _step_inputs(req: PlanRequest, gb: Any) -> StepInputs:
         ep_overlap=s.ep_overlap,
         bucket_MiB=s.bucket_MiB,
         compute_efficiency=req.compute_efficiency,
+        straggler_mitigation=s.straggler_mitigation,
     )
 
 
@@ -212,6 +221,10 @@ def validate_layout(w: Workload, cl: Cluster, s: Strategy, gb: int, mb: int, v: 
             raise LayoutError(f"ep: {s.ep} must divide both the {w.experts} experts and dp = {dp}")
     if gb % (dp * mb):
         raise LayoutError(f"global-batch: {gb} is not divisible by dp × micro-batch = {dp} × {mb}")
+    if s.straggler_mitigation.value == "async" and s.local_sgd_steps == 1:
+        raise LayoutError(
+            "straggler-mitigation: async outer steps need local SGD; set --local-sgd-steps H > 1"
+        )
     if s.local_sgd_steps > 1 and s.zero >= 3:
         raise LayoutError(
             "local-sgd-steps: DiLoCo needs full replicas per worker; use --zero 0, 1 or 2"
@@ -259,13 +272,19 @@ def _finish(
     d = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in derived_metrics(r, cl).items()}
     step = f("step_time_s")
     budget = _budget(w, req, f("tokens_per_step"), gb)
-    time_s = budget["steps"] * step
+    faults = fault_metrics(w, cl)
+    ideal_s = budget["steps"] * step
+    time_s = ideal_s / faults["goodput"]
     n = int(np.asarray(cl.num_gpus))
     gpu_hours = n * time_s / 3600
     egress_GB = _egress_bytes_per_step(w, cl, s, gb) * budget["steps"] / 1e9
     gpu_usd = gpu_hours * cl.price_per_gpu_hour
     egress_usd = egress_GB * cl.egress_usd_per_GB
     metrics = {
+        "goodput": faults["goodput"],
+        "mtbf_s": faults["mtbf_s"],
+        "checkpoint_interval_s": faults["checkpoint_interval_s"],
+        "ideal_time_s": ideal_s,
         "step_time_s": step,
         "compute_s": f("compute_s"),
         "exposed_comm_s": f("exposed_comm_s"),
@@ -316,6 +335,9 @@ def _finish(
             f"gradient compression {s.compression}: bytes reduced as stated; its effect "
             "on convergence is not modelled."
         )
+    faults["time_added_s"] = time_s - ideal_s
+    faults["cost_added_usd"] = (time_s - ideal_s) * n / 3600 * cl.price_per_gpu_hour
+    faults["failures_expected"] = time_s / faults["mtbf_s"]
     return Plan(
         request=req,
         workload=w,
@@ -332,7 +354,38 @@ def _finish(
             "price_per_gpu_hour_usd": cl.price_per_gpu_hour,
         },
         notes=notes,
+        faults=faults,
     )
+
+
+def fault_arrays(w: Workload, cl: Cluster) -> dict[str, Any]:
+    """MTBF, checkpoint write time, Daly-optimal interval and goodput (arrays for sweeps)."""
+    n = np.asarray(cl.num_gpus, dtype=np.float64)
+    nodes = np.asarray(cl.nodes(), dtype=np.float64)
+    nics = nodes * cl.nics_per_node
+    write_s = checkpoint_bytes(w.params) / (np.asarray(cl.checkpoint_write_GBps()) * 1e9)
+    if cl.failures is None:
+        inf = np.full(np.shape(n), math.inf)
+        return {
+            "mtbf_s": inf,
+            "checkpoint_write_s": write_s,
+            "checkpoint_interval_s": inf,
+            "restart_s": cl.restart_s,
+            "goodput": np.ones(np.shape(n)),
+        }
+    mtbf = job_mtbf_s(cl.failures, n, nodes, nics, nics)
+    tau = daly_interval_s(write_s, mtbf)
+    return {
+        "mtbf_s": mtbf,
+        "checkpoint_write_s": write_s,
+        "checkpoint_interval_s": tau,
+        "restart_s": cl.restart_s,
+        "goodput": goodput(tau, write_s, cl.restart_s, mtbf),
+    }
+
+
+def fault_metrics(w: Workload, cl: Cluster) -> dict[str, float]:
+    return {k: float(np.asarray(v).reshape(-1)[0]) for k, v in fault_arrays(w, cl).items()}
 
 
 def _memory_error(w: Workload, cl: Cluster, s: Strategy, r: dict[str, Any]) -> LayoutError:
@@ -463,6 +516,15 @@ def compare_plans(req: PlanRequest, preset_keys: list[str]) -> list[Plan]:
     out = []
     for key in preset_keys:
         spec = req.cluster.model_copy(update={"preset": key})
+        out.append(make_plan(req.model_copy(update={"cluster": spec})))
+    return out
+
+
+def scale_plans(req: PlanRequest, gpu_counts: list[int]) -> list[Plan]:
+    """The same job along GPU counts; a count no layout fits is reported, not fatal."""
+    out = []
+    for n in gpu_counts:
+        spec = req.cluster.model_copy(update={"gpus": n})
         out.append(make_plan(req.model_copy(update={"cluster": spec})))
     return out
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from functools import cache
@@ -11,10 +12,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from bandwall.catalog import GpuSpec, Precision, Tier, load_catalog
+from bandwall.catalog import FailureSpec, GpuSpec, Precision, Tier, load_catalog
 from bandwall.collectives import Link, Topology
 from bandwall.collectives.topology import Numeric
 from bandwall.errors import CatalogError, ConfigError, unknown_choice
+from bandwall.plan.faults import Routing, degraded_bandwidth_factor, slow_link_factor
 from bandwall.units import GB, US
 
 
@@ -74,10 +76,25 @@ class Cluster:
     egress_usd_per_GB: float
     straggler_fraction: float = 0.0
     straggler_slowdown: float = 0.0
+    failures: FailureSpec | None = None
+    checkpoint_write_GBps_per_node: float = 10.0
+    checkpoint_write_cap_GBps: float = 2000.0
+    restart_s: float = 600.0
+    fabric_health: Numeric = 1.0
+    """Share of scale-out bandwidth left after failed or slow links (1 = healthy)."""
+    failed_links: Numeric = 0
+    routing: str = "adaptive"
 
     @property
     def peak_flops(self) -> float:
         return self.gpu.peak_flops(self.precision)
+
+    def checkpoint_write_GBps(self) -> Numeric:
+        """Aggregate checkpoint write rate: every node writes its shard, up to the storage cap."""
+        return np.minimum(
+            np.asarray(self.nodes()) * self.checkpoint_write_GBps_per_node,
+            self.checkpoint_write_cap_GBps,
+        )
 
     def nodes(self) -> Numeric:
         return np.ceil(np.asarray(self.num_gpus, dtype=np.float64) / self.gpus_per_node)
@@ -105,7 +122,7 @@ class Cluster:
             scale_up=self.scale_up,
             scale_out=self.scale_out,
             nics_per_node=nics,
-            oversubscription=self.oversubscription,
+            oversubscription=np.asarray(self.oversubscription) / np.asarray(self.fabric_health),
             nodes_per_site=nodes_per_site,
             wan=self.wan if self.sites > 1 else None,
             tcp_streams=self.tcp_streams,
@@ -137,10 +154,22 @@ class ClusterSpec(BaseModel):
     precision: Precision = Precision.BF16
     straggler_fraction: float = Field(default=0.0, ge=0, lt=1)
     straggler_slowdown: float = Field(default=0.0, ge=0)
+    failures: bool = Field(default=True, description="Model failures, checkpoints, restarts.")
+    failed_links: int | None = Field(default=None, ge=0)
+    failed_link_fraction: float | None = Field(default=None, ge=0, lt=1)
+    routing: Routing = Routing.AUTO
+    slow_link_fraction: float = Field(default=0.0, ge=0, lt=1)
+    slow_link_speed: float = Field(default=0.25, gt=0, le=1)
+    checkpoint_GBps: float | None = Field(default=None, gt=0, description="Aggregate write.")
+    restart_s: float | None = Field(default=None, ge=0)
 
 
 def resolve_cluster(
-    spec: ClusterSpec, *, num_gpus: Numeric | None = None, bandwidth_Gbps: Numeric | None = None
+    spec: ClusterSpec,
+    *,
+    num_gpus: Numeric | None = None,
+    bandwidth_Gbps: Numeric | None = None,
+    oversubscription: Numeric | None = None,
 ) -> Cluster:
     """Turn a ClusterSpec into a Cluster; `num_gpus`/`bandwidth_Gbps` arrays serve sweeps."""
     cat = load_catalog()
@@ -188,26 +217,77 @@ def resolve_cluster(
     nics = spec.nics_per_node or (
         preset.nics_per_node if not spec.fabric else (gpn if out_spec.rdma else 1.0)
     )
+    nics = float(min(nics, gpn))
+    n_gpus = spec.gpus if num_gpus is None else num_gpus
+    routing = spec.routing
+    if routing is Routing.AUTO:
+        routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
+    health, failed = _fabric_health(spec, n_gpus, gpn, nics, routing)
+    cap = spec.checkpoint_GBps or provider.checkpoint_write_cap_GBps
     return Cluster(
         preset=preset.key,
         provider=provider.key,
         gpu=gpu,
         precision=spec.precision,
-        num_gpus=spec.gpus if num_gpus is None else num_gpus,
+        num_gpus=n_gpus,
         gpus_per_node=gpn,
         sites=sites,
         scale_up=Link.from_fabric(up_spec) if gpn > 1 else None,
         scale_out=out,
         wan=wan,
-        nics_per_node=float(min(nics, gpn)),
-        oversubscription=spec.oversubscription or preset.oversubscription,
+        nics_per_node=nics,
+        oversubscription=(
+            oversubscription
+            if oversubscription is not None
+            else spec.oversubscription or preset.oversubscription
+        ),
         tcp_streams=spec.tcp_streams,
         price_per_gpu_hour=price,
         virtualization_overhead=provider.virtualization_overhead,
         egress_usd_per_GB=provider.egress_usd_per_GB,
         straggler_fraction=spec.straggler_fraction,
         straggler_slowdown=spec.straggler_slowdown,
+        failures=cat.failure_profile(provider.failure_profile) if spec.failures else None,
+        checkpoint_write_GBps_per_node=(
+            math.inf if spec.checkpoint_GBps else provider.checkpoint_write_GBps_per_node
+        ),
+        checkpoint_write_cap_GBps=cap,
+        restart_s=provider.restart_s if spec.restart_s is None else spec.restart_s,
+        fabric_health=health,
+        failed_links=failed,
+        routing=routing.value,
     )
+
+
+def _fabric_health(
+    spec: ClusterSpec, gpus: Numeric, gpn: int, nics: float, routing: Routing
+) -> tuple[Numeric, Numeric]:
+    """Scale-out bandwidth share left by failed links (rerouted or rehashed) and slow links.
+
+    The scale-out tier is taken as a non-blocking fat tree or rail-optimized tree with one
+    uplink per NIC: L = nodes × NICs links.
+    """
+    if spec.failed_links is not None and spec.failed_link_fraction is not None:
+        raise ConfigError("failed-links: give --failed-links or --failed-link-fraction, not both")
+    nodes = np.ceil(np.asarray(gpus, dtype=np.float64) / gpn)
+    links = np.maximum(np.round(nodes * nics), 1.0)
+
+    def one(n_links: float) -> tuple[float, float]:
+        k = (
+            spec.failed_links
+            if spec.failed_links is not None
+            else round((spec.failed_link_fraction or 0.0) * n_links)
+        )
+        return degraded_bandwidth_factor(int(n_links), int(k), routing), float(k)
+
+    pairs = [one(float(x)) for x in np.ravel(links)]
+    factor = np.array([p[0] for p in pairs]).reshape(np.shape(links))
+    failed = np.array([p[1] for p in pairs]).reshape(np.shape(links))
+    slow = slow_link_factor(links, spec.slow_link_fraction, spec.slow_link_speed)
+    health = factor * slow
+    if np.ndim(health) == 0:
+        return float(health), float(failed)
+    return health, failed
 
 
 def describe_cluster(cl: Cluster) -> dict[str, Any]:
@@ -231,4 +311,7 @@ def describe_cluster(cl: Cluster) -> dict[str, Any]:
         "egress_usd_per_GB": cl.egress_usd_per_GB,
         "peak_TFLOPS": cl.peak_flops / 1e12,
         "jitter_mean_us": float(np.max(out.jitter_mean_s)) / US if out else None,
+        "routing": cl.routing,
+        "failed_links": float(np.max(cl.failed_links)),
+        "fabric_health": float(np.min(cl.fabric_health)),
     }

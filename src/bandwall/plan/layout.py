@@ -36,6 +36,14 @@ class Recompute(StrEnum):
     AUTO = "auto"
 
 
+class Mitigation(StrEnum):
+    """What a synchronous job does about stragglers."""
+
+    NONE = "none"
+    BACKUP = "backup"
+    ASYNC = "async"
+
+
 class Schedule(StrEnum):
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
@@ -62,6 +70,11 @@ class Strategy(BaseModel):
     tp_overlap: float = Field(default=0.0, ge=0, le=1)
     ep_overlap: float = Field(default=0.0, ge=0, le=1)
     bucket_MiB: float = Field(default=25.0, gt=0, description="DDP gradient bucket size.")
+    straggler_mitigation: Mitigation = Field(
+        default=Mitigation.NONE,
+        description="backup: spare workers, the slowest gradients dropped (Chen et al. 2016); "
+        "async: asynchronous outer steps under local SGD, stragglers delay only themselves.",
+    )
 
     @field_validator("grad_dtype")
     @classmethod

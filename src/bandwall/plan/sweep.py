@@ -17,6 +17,7 @@ from bandwall.plan.api import (
     _budget,
     _step_inputs,
     default_global_batch,
+    fault_arrays,
     resolve_workload,
 )
 from bandwall.plan.cluster import resolve_cluster
@@ -27,6 +28,7 @@ from bandwall.workloads import Transformer, Workload
 GRID_AXES = (
     "gpus",
     "bandwidth_Gbps",
+    "oversubscription",
     "tp",
     "pp",
     "cp",
@@ -53,6 +55,7 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
     base: dict[str, list[float]] = {
         "gpus": [req.cluster.gpus],
         "bandwidth_Gbps": [np.nan],
+        "oversubscription": [np.nan],
         "tp": [s.tp],
         "pp": [s.pp],
         "cp": [s.cp],
@@ -68,7 +71,12 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
     col = {k: rows[:, i] for i, k in enumerate(GRID_AXES)}
     bw = None if np.all(np.isnan(col["bandwidth_Gbps"])) else col["bandwidth_Gbps"]
     spec = req.cluster.model_copy(update={"gpus": int(np.max(col["gpus"]))})
-    cl = resolve_cluster(spec, num_gpus=col["gpus"], bandwidth_Gbps=bw)
+    over = None if np.all(np.isnan(col["oversubscription"])) else col["oversubscription"]
+    if over is not None and np.any(over < 1):
+        raise ConfigError("oversubscription: every value must be >= 1 (1 = non-blocking)")
+    cl = resolve_cluster(spec, num_gpus=col["gpus"], bandwidth_Gbps=bw, oversubscription=over)
+    if over is None:
+        col["oversubscription"] = np.full(rows.shape[0], float(np.max(cl.oversubscription)))
     if bw is None:
         col["bandwidth_Gbps"] = np.full(
             rows.shape[0],
@@ -79,7 +87,7 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
         col["virtual_stages"] = _default_virtual_stages(w, s, col["pp"])
     if "micro_batch" not in grid and s.micro_batch is None and not isinstance(w, Transformer):
         col["micro_batch"] = np.maximum(1.0, np.floor(gb / col["gpus"]))
-    ints = {k: col[k].astype(np.int64) for k in GRID_AXES[2:]}
+    ints = {k: col[k].astype(np.int64) for k in GRID_AXES[3:]}
     lay = LayoutArrays(
         ints["tp"],
         ints["pp"],
@@ -99,7 +107,8 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
         if isinstance(w, Transformer)
         else budget["samples"] / gb + np.zeros_like(tokens_per_step)
     )
-    time_s = steps * r["step_time_s"]
+    faults = fault_arrays(w, cl)
+    time_s = steps * r["step_time_s"] / faults["goodput"]
     gpu_hours = col["gpus"] * time_s / 3600
     valid = r["valid"] & (col["gpus"] % (col["tp"] * col["pp"] * col["cp"]) == 0)
     out: dict[str, np.ndarray] = {**col}
@@ -115,6 +124,9 @@ def sweep(req: PlanRequest, grid: dict[str, list[float]]) -> dict[str, np.ndarra
             "memory_GB": r["memory_bytes"] / 1e9,
             "fits": r["fits"],
             "valid": valid,
+            "goodput": faults["goodput"],
+            "mtbf_s": faults["mtbf_s"],
+            "checkpoint_interval_s": faults["checkpoint_interval_s"],
             "time_to_train_s": time_s,
             "gpu_hours": gpu_hours,
             "cost_usd": gpu_hours * cl.price_per_gpu_hour,

@@ -4,7 +4,8 @@ from bandwall.report.tables import (
     compare_table,
     format_duration,
     plan_tables,
+    scale_table,
     validation_table,
 )
 
-__all__ = ["compare_table", "format_duration", "plan_tables", "validation_table"]
+__all__ = ["compare_table", "format_duration", "plan_tables", "scale_table", "validation_table"]

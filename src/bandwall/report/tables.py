@@ -158,6 +158,43 @@ def compare_table(plans: list[Plan]) -> Table:
     return t
 
 
+def scale_table(plans: list[Plan]) -> Table:
+    """One row per GPU count: where scaling stops paying."""
+    p0 = plans[0]
+    t = Table(title=f"{p0.workload.name} · {p0.cluster.preset} · scaling")
+    for col in (
+        "GPUs",
+        "layout",
+        "step",
+        "comm eff.",
+        "MFU",
+        "goodput",
+        "MTBF",
+        "ckpt every",
+        "time to train",
+        "$/M tokens",
+        "cost",
+    ):
+        t.add_column(col, justify="left" if col == "layout" else "right")
+    for p in plans:
+        m, b = p.metrics, p.budget
+        units = b.get("tokens", b.get("samples", 1.0))
+        t.add_row(
+            f"{p.to_json()['gpus']:,}",
+            _layout_text(p.layout),
+            format_duration(m["step_time_s"]),
+            f"{m['comm_efficiency']:.1%}",
+            f"{m['mfu']:.1%}",
+            f"{m['goodput']:.1%}",
+            format_duration(m["mtbf_s"]),
+            format_duration(m["checkpoint_interval_s"]),
+            format_duration(m["time_to_train_s"]),
+            f"${m['cost_usd'] / units * 1e6:,.2f}",
+            _money(m["cost_usd"]),
+        )
+    return t
+
+
 def validation_table(rows: list[dict[str, Any]], title: str) -> Table:
     t = Table(title=title)
     for col in (
