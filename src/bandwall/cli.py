@@ -17,6 +17,7 @@ from bandwall._planopts import plan_fields, with_plan_options
 from bandwall._render import console, fmt_num, print_json
 from bandwall.calibrate import find_reference_dir, validate_published
 from bandwall.catalog import Catalog, Tier, load_catalog
+from bandwall.cli_bench import bench_app, launch_app, monitor_cmd, probe_cmd, results_app
 from bandwall.collectives import Algo, build_topology, evaluate, parse_algo, parse_op
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.plan import (
@@ -560,11 +561,39 @@ def presets_cmd(
     console.print(t)
 
 
+app.add_typer(bench_app, name="bench")
+app.add_typer(launch_app, name="launch")
+app.add_typer(results_app, name="results")
+
+
+@app.command()
+def probe(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
+    probe_cmd(as_json)
+
+
+@app.command()
+def monitor(
+    iface: Annotated[list[str] | None, typer.Option(help="Interface(s) to watch.")] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between samples.")] = 1.0,
+    count: Annotated[int | None, typer.Option(help="Stop after N samples.")] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Serve Prometheus metrics on [HOST]:PORT (host 127.0.0.1 if omitted)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per sample.")
+    ] = False,
+) -> None:
+    """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
+    monitor_cmd(iface, interval, count, prometheus, as_json)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every user error into one line and exit code 2."""
     args = sys.argv[1:] if argv is None else argv
     try:
-        app(args=args or ["--help"], standalone_mode=False)
+        code = app(args=args or ["--help"], standalone_mode=False)
     except BandwallError as exc:
         _render.err_console.print(f"error: {exc}", markup=False, soft_wrap=True)
         return 2
@@ -576,7 +605,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         _render.err_console.print("error: aborted", markup=False)
         return 130
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

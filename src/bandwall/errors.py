@@ -6,7 +6,8 @@ message must name the offending field and, where there is a closed set, the vali
     BandwallError
     ├── ConfigError        bad user input: unknown name, out-of-range value, malformed size
     │   └── LayoutError    a parallel layout that does not divide the cluster or does not fit
-    └── CatalogError       the shipped (or user-supplied) catalog data is invalid
+    ├── CatalogError       the shipped (or user-supplied) catalog data is invalid
+    └── BenchmarkError     a measurement failed: lost rank, timeout, missing torch
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ class LayoutError(ConfigError):
 
 class CatalogError(BandwallError):
     """Catalog data failed validation."""
+
+
+class BenchmarkError(BandwallError):
+    """A benchmark could not finish; what it measured is kept in the results store."""
 
 
 def unknown_choice(field: str, value: object, choices: Iterable[str]) -> ConfigError:

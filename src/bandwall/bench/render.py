@@ -1,0 +1,83 @@
+"""Tables for measured runs, in nccl-tests' column order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from bandwall.units import format_size
+
+
+def collectives_table(rows: list[dict[str, Any]], title: str) -> Table:
+    t = Table(title=title)
+    for col in (
+        "op",
+        "size",
+        "count",
+        "type",
+        "in-place",
+        "time(us)",
+        "algbw(GB/s)",
+        "busbw(GB/s)",
+        "#wrong",
+        "p10(us)",
+        "p90(us)",
+        "p99(us)",
+    ):
+        t.add_column(col, justify="left" if col in ("op", "type") else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(
+            r["op"],
+            format_size(r["size_bytes"]),
+            str(r["count"]),
+            r["dtype"],
+            "yes" if r["inplace"] else "no",
+            f"{r['time_median_s'] * 1e6:,.1f}",
+            f"{r['algbw_GBps']:.3f}",
+            f"{r['busbw_GBps']:.3f}",
+            str(r["wrong"]),
+            f"{r['time_p10_s'] * 1e6:,.1f}",
+            f"{r['time_p90_s'] * 1e6:,.1f}",
+            f"{r['time_p99_s'] * 1e6:,.1f}",
+        )
+    return t
+
+
+def links_tables(rows: list[dict[str, Any]], world: int, slowest: int = 5) -> list[Table]:
+    """The bandwidth matrix (GB/s, src row → dst column), latency matrix, and the slowest
+    links."""
+    bw = {(r["src"], r["dst"]): r for r in rows}
+    mats = []
+    for title, key, fmt in (
+        ("link bandwidth GB/s (row sends to column)", "bw_GBps", "{:.3f}"),
+        ("one-way latency p50 µs", "latency_p50_s", "{:.1f}"),
+    ):
+        t = Table(title=title)
+        t.add_column("src\\dst", justify="right")
+        for d in range(world):
+            t.add_column(str(d), justify="right")
+        for s in range(world):
+            cells = []
+            for d in range(world):
+                r = bw.get((s, d))
+                v = r[key] * (1e6 if key.endswith("_s") else 1) if r else None
+                cells.append("-" if v is None else fmt.format(v))
+            t.add_row(str(s), *cells)
+        mats.append(t)
+    worst = sorted(rows, key=lambda r: r["bw_GBps"])[:slowest]
+    t = Table(title="slowest links")
+    for col in ("src", "dst", "GB/s", "Gb/s", "p50 µs", "p99 µs", "jitter µs"):
+        t.add_column(col, justify="right")
+    for r in worst:
+        t.add_row(
+            str(r["src"]),
+            str(r["dst"]),
+            f"{r['bw_GBps']:.3f}",
+            f"{r['bw_GBps'] * 8:.2f}",
+            f"{r['latency_p50_s'] * 1e6:.1f}",
+            f"{r['latency_p99_s'] * 1e6:.1f}",
+            f"{r['jitter_s'] * 1e6:.1f}",
+        )
+    mats.append(t)
+    return mats
