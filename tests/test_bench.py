@@ -120,22 +120,7 @@ def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
         env=env,
     )
     try:
-        pid = None
-        deadline = time.time() + 120
-        while time.time() < deadline and pid is None:  # some sizes stored, rank 1 known
-            time.sleep(0.2)
-            if not db.exists():
-                continue
-            try:
-                with sqlite3.connect(db) as c:
-                    done = c.execute("SELECT count(*) FROM results").fetchone()[0]
-                    host = c.execute("SELECT host FROM runs").fetchone()
-            except (sqlite3.Error, TypeError):
-                continue
-            ranks = json.loads(host[0]).get("ranks") if host else None
-            if done >= 3 and ranks:
-                pid = next(r["pid"] for r in ranks if r["rank"] == 1)
-        assert pid is not None, "rank 1 never reported"
+        pid = _wait_for_rank_pid(db, 1, min_results=3)
         os.kill(pid, signal.SIGKILL)
         _, err = proc.communicate(timeout=180)
     finally:
@@ -150,6 +135,63 @@ def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
         run_ = store.run(1)
         assert run_.status == "failed" and "rank 1" in (run_.error or "")
         assert len(store.results(1)) >= 3
+
+
+def test_hung_rank_times_out_with_a_clear_message(tmp_path: Path) -> None:
+    """SIGSTOP freezes rank 1: rank 0's collective passes --timeout and the run says where."""
+    db = tmp_path / "t.db"
+    proc = subprocess.Popen(
+        [
+            *BANDWALL,
+            "bench",
+            "collectives",
+            "--local",
+            "2",
+            "--sizes",
+            "1M:64M",
+            "--iters",
+            "50",
+            "--timeout",
+            "4",
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        pid = _wait_for_rank_pid(db, 1, min_results=2)
+        os.kill(pid, signal.SIGSTOP)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2
+    last = err.strip().splitlines()[-1]
+    assert "Timed out" in last and "all_reduce at" in last and "kept in run 1" in last
+    with Store(db) as store:
+        assert store.run(1).status == "failed" and len(store.results(1)) >= 2
+
+
+def _wait_for_rank_pid(db: Path, rank: int, min_results: int) -> int:
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        time.sleep(0.2)
+        if not db.exists():
+            continue
+        try:
+            with sqlite3.connect(db) as c:
+                done = c.execute("SELECT count(*) FROM results").fetchone()[0]
+                host = c.execute("SELECT host FROM runs").fetchone()
+        except (sqlite3.Error, TypeError):
+            continue
+        ranks = json.loads(host[0]).get("ranks") if host else None
+        if done >= min_results and ranks:
+            return int(next(r["pid"] for r in ranks if r["rank"] == rank))
+    raise AssertionError(f"rank {rank} never reported")
 
 
 def test_results_list_show_export(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ def _describe_failure(exc: Any) -> str:
         if isinstance(message, dict):
             detail = str(message.get("message", "")).splitlines()[0][:300] if message else ""
         parts.append(f"rank {rank} {what}" + (f" ({detail})" if detail else ""))
-    return "benchmark lost a rank: " + "; ".join(parts)
+    return "benchmark stopped: " + "; ".join(parts)
 
 
 def _mark_failed(cfg: BenchConfig, token: str, msg: str) -> str:

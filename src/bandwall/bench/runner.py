@@ -12,6 +12,7 @@ import contextlib
 import datetime as dt
 import os
 import platform
+import re
 import socket
 import sys
 import time
@@ -334,6 +335,16 @@ def _measure_link(
     }
 
 
+def _record(fn: Any) -> Any:
+    """torch elastic's @record: a failing rank writes its error where the launcher reads it."""
+    try:
+        from torch.distributed.elastic.multiprocessing.errors import record
+    except ImportError:
+        return fn
+    return record(fn)
+
+
+@_record
 def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
     """Entry point of one rank. Returns, on rank 0, the run id and the rows measured."""
     torch = _torch()
@@ -393,7 +404,8 @@ def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
         if store and run_id:
             store.finish_run(run_id, "complete")
     except Exception as exc:  # a lost rank or a timeout surfaces as a backend error
-        msg = f"rank {rank}: {where}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        text = re.sub(r"^\[[^\]]*\]\s*", "", str(exc).splitlines()[0])  # gloo source path
+        msg = f"rank {rank}: {where}: {type(exc).__name__}: {text[:300]}"
         if store and run_id:
             store.finish_run(run_id, "failed", msg)
         progress.close()
