@@ -50,7 +50,8 @@ def _ops(text: str) -> tuple[str, ...]:
 def _execute(cfg: BenchConfig, local: int | None) -> dict[str, Any] | None:
     """Run under torchrun when its environment is set, else spawn --local ranks."""
     if under_torchrun():
-        return bench_worker(cfg)
+        out: dict[str, Any] | None = bench_worker(cfg)
+        return out
     if local is None:
         raise ConfigError(
             "local: not under torchrun; give --local N to spawn N ranks here, or "
