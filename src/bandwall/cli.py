@@ -15,9 +15,24 @@ from typer.exceptions import TyperException
 from bandwall import _render
 from bandwall._planopts import plan_fields, with_plan_options
 from bandwall._render import console, fmt_num, print_json
-from bandwall.calibrate import find_reference_dir, validate_published
+from bandwall.calibrate import (
+    find_reference_dir,
+    fit_run,
+    load_run,
+    nominal_rate_Gbps,
+    save_profile,
+    validate_published,
+    validate_run,
+)
 from bandwall.catalog import Catalog, Tier, load_catalog
-from bandwall.cli_bench import bench_app, launch_app, monitor_cmd, probe_cmd, results_app
+from bandwall.cli_bench import (
+    bench_app,
+    lab_app,
+    launch_app,
+    monitor_cmd,
+    probe_cmd,
+    results_app,
+)
 from bandwall.collectives import Algo, build_topology, evaluate, parse_algo, parse_op
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.plan import (
@@ -31,7 +46,7 @@ from bandwall.plan import (
 from bandwall.plan.sweep import sweep as run_sweep
 from bandwall.plan.sweep import write_table
 from bandwall.report import compare_table, plan_tables, scale_table, validation_table
-from bandwall.units import format_size, parse_rate_Gbps, parse_size_range
+from bandwall.units import format_size, parse_rate_Gbps, parse_size, parse_size_range
 from bandwall.workloads import Transformer, builtin_workloads
 
 app = typer.Typer(
@@ -473,37 +488,122 @@ def scale(
 
 @app.command()
 def validate(
+    results: Annotated[
+        str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
+    ] = None,
     published: Annotated[
-        bool,
-        typer.Option(
-            "--published", help="Compare with published training runs (shared/reference)."
-        ),
+        bool, typer.Option("--published", help="Compare with published training runs.")
     ] = False,
     reference: Annotated[
         str | None, typer.Option(help="Folder holding training_throughput.csv.")
     ] = None,
+    fabric: Annotated[
+        str | None, typer.Option(help="Fabric to predict with, e.g. measured:lab1g.")
+    ] = None,
+    bandwidth: Annotated[
+        str | None,
+        typer.Option(help="Link rate to predict at (default: the lab rate the run recorded)."),
+    ] = None,
+    min_size: Annotated[str, typer.Option(help="Smallest size counted in the error.")] = "1M",
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Predicted against measured: published runs (--published)."""
-    if not published:
-        raise ConfigError(
-            "validate: give --published (validation of stored bench runs needs "
-            "`bandwall bench`, not built yet)"
+    """Predicted against measured: a stored bench run (RESULTS) or published runs."""
+    if published:
+        rows, summary = validate_published(find_reference_dir(reference))
+        if as_json:
+            print_json({"rows": rows, "summary": summary})
+            return
+        console.print(
+            validation_table(
+                rows,
+                "Model vs published training throughput "
+                "(one set of defaults, no per-row constants)",
+            )
         )
-    rows, summary = validate_published(find_reference_dir(reference))
-    if as_json:
-        print_json({"rows": rows, "summary": summary})
+        console.print(
+            f"median |error| {summary['median_abs_error']:.1%}, max "
+            f"{summary['max_abs_error']:.1%} over {summary['rows']} rows"
+        )
         return
-    console.print(
-        validation_table(
-            rows,
-            "Model vs published training throughput (one set of defaults, no per-row constants)",
+    if results is None:
+        raise ConfigError(
+            "validate: give RESULTS (a run id, 'latest' or a JSON export) or --published"
         )
+    if fabric is None:
+        raise ConfigError(
+            "fabric: give --fabric, e.g. measured:NAME from `bandwall calibrate` or a catalog key"
+        )
+    run, rows = load_run(results, db)
+    rate = parse_rate_Gbps(bandwidth, "bandwidth") if bandwidth else nominal_rate_Gbps(run)
+    checked, summary = validate_run(
+        run, rows, load_catalog().fabric(fabric), rate, parse_size(min_size, "min-size")
     )
+    if as_json:
+        print_json(
+            {
+                "run": run.id,
+                "fabric": fabric,
+                "bandwidth_Gbps": rate,
+                "rows": checked,
+                "summary": summary,
+            }
+        )
+        return
+    t = Table(
+        title=f"run {run.id} ({run.world_size} ranks) vs model on {fabric}"
+        + (f" at {rate:g} Gb/s" if rate else "")
+    )
+    for col in ("op", "size", "measured (us)", "predicted (us)", "error", "counted"):
+        t.add_column(col, justify="right" if col not in ("op",) else "left")
+    for r in checked:
+        t.add_row(
+            r["op"],
+            format_size(r["size_bytes"]),
+            f"{r['measured_s'] * 1e6:,.0f}",
+            f"{r['predicted_s'] * 1e6:,.0f}",
+            f"{r['error']:+.1%}",
+            "yes" if r["used"] else "no",
+        )
+    console.print(t)
     console.print(
         f"median |error| {summary['median_abs_error']:.1%}, max "
-        f"{summary['max_abs_error']:.1%} over {summary['rows']} rows"
+        f"{summary['max_abs_error']:.1%} over {summary['rows']} rows >= {min_size}"
     )
+
+
+@app.command()
+def calibrate(
+    results: Annotated[str, typer.Argument(help="Run id, 'latest' or an export JSON.")],
+    name: Annotated[
+        str, typer.Option(help="Profile name: use it as --fabric measured:NAME.")
+    ] = "my-fabric",
+    rate: Annotated[
+        str | None, typer.Option(help="Nominal link rate (default: the lab rate the run recorded).")
+    ] = None,
+    min_size: Annotated[str, typer.Option(help="Smallest size used in the fit.")] = "1M",
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Fit latency α, bandwidth and efficiency to a stored bench run; save a fabric profile."""
+    run, rows = load_run(results, db)
+    nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
+    fit = fit_run(rows, run.world_size, parse_size(min_size, "min-size"))
+    path = save_profile(name, fit, run, nominal)
+    fit["profile"] = str(path)
+    fit["fabric"] = f"measured:{name}"
+    fit["nominal_Gbps"] = nominal
+    fit["efficiency"] = (fit["bandwidth_Bps"] * 8 / 1e9 / nominal) if nominal else None
+    if as_json:
+        print_json(fit)
+        return
+    eff = f", efficiency {fit['efficiency']:.3f} of {nominal:g} Gb/s" if nominal else ""
+    console.print(
+        f"fit over {fit['rows']} rows of run {run.id}: α = {fit['latency_s'] * 1e6:.1f} µs, "
+        f"bandwidth {fit['bandwidth_Bps'] * 8 / 1e9:.4g} Gb/s{eff}; R² {fit['r2']:.4f}, "
+        f"median |error| {fit['median_abs_error']:.1%}, max {fit['max_abs_error']:.1%}"
+    )
+    console.print(f"saved {path}: use --fabric measured:{name}")
 
 
 @app.command()
@@ -564,6 +664,7 @@ def presets_cmd(
 app.add_typer(bench_app, name="bench")
 app.add_typer(launch_app, name="launch")
 app.add_typer(results_app, name="results")
+app.add_typer(lab_app, name="lab")
 
 
 @app.command()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 import time
 from typing import Annotated, Any
@@ -169,6 +170,84 @@ def _write_csv(rows: list[dict[str, Any]], fh: Any) -> None:
     w = csv.DictWriter(fh, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)
+
+
+@bench_app.command("train")
+def bench_train(
+    model: Annotated[str, typer.Option(help="mlp, resnet-tiny or gpt-tiny.")] = "mlp",
+    warmup: Annotated[int, typer.Option(help="Untimed step pairs.")] = 2,
+    iters: Annotated[int, typer.Option(help="Timed step pairs (DDP step + no_sync step).")] = 8,
+    fabric: Annotated[
+        str | None, typer.Option(help="Also predict with this fabric, e.g. measured:lab1g.")
+    ] = None,
+    bandwidth: Annotated[
+        str | None, typer.Option(help="Link rate for the prediction (default: the lab's).")
+    ] = None,
+    backend: Backend = "auto",
+    timeout: Timeout = 300.0,
+    local: Local = None,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Real DDP training steps: step time, compute (no_sync) and exposed communication."""
+    from bandwall.bench.train import MODELS, train_worker
+
+    if model not in MODELS:
+        raise unknown_choice("model", model, MODELS)
+    cfg = BenchConfig(
+        kind="train",
+        warmup=warmup,
+        iters=iters,
+        backend=backend,
+        timeout_s=timeout,
+        db=db,
+        progress=False,
+        args={"command": "bench train", "argv": sys.argv[1:]},
+    )
+    if under_torchrun():
+        out = train_worker(cfg, model)
+    elif local is None:
+        raise ConfigError("local: not under torchrun; give --local N to spawn N ranks here")
+    else:
+        out = run_local(cfg, local, worker=train_worker, worker_args=(model,))
+    if out is None:
+        return
+    row = dict(out["rows"][0])
+    if fabric:
+        from bandwall.calibrate import predict_train
+        from bandwall.catalog import load_catalog
+        from bandwall.units import parse_rate_Gbps
+
+        rates = os.environ.get("BANDWALL_LAB_RATES_GBPS")
+        rate = (
+            parse_rate_Gbps(bandwidth, "bandwidth")
+            if bandwidth
+            else min(float(r) for r in rates.split(","))
+            if rates
+            else None
+        )
+        row |= predict_train(row, load_catalog().fabric(fabric), row["world_size"], rate)
+        row["fabric"] = fabric
+    if as_json:
+        print_json(row | {"run_id": out["run_id"]})
+        return
+    t = Table(title=f"bench train {model} · {row['world_size']} ranks · run {out['run_id']}")
+    for col in ("params", "step (ms)", "compute (ms)", "exposed comm (ms)", "comm eff."):
+        t.add_column(col, justify="right")
+    if fabric:
+        for col in ("predicted step (ms)", "error"):
+            t.add_column(col, justify="right")
+    cells = [
+        f"{row['params']:,}",
+        f"{row['step_median_s'] * 1e3:.1f}",
+        f"{row['compute_median_s'] * 1e3:.1f}",
+        f"{row['exposed_s'] * 1e3:.1f}",
+        f"{row['compute_median_s'] / row['step_median_s']:.1%}",
+    ]
+    if fabric:
+        cells += [f"{row['predicted_step_s'] * 1e3:.1f}", f"{row['error']:+.1%}"]
+    t.add_row(*cells)
+    console.print(t)
 
 
 @launch_app.command("slurm")
@@ -392,3 +471,76 @@ def _monitor_table(r: dict[str, Any]) -> Table:
             str(v["errors"]),
         )
     return t
+
+
+lab_app = typer.Typer(
+    help="An emulated cluster of network namespaces with shaped links (needs root).",
+    no_args_is_help=True,
+)
+
+
+@lab_app.command("up")
+def lab_up_cmd(
+    hosts: Annotated[int, typer.Option(help="Hosts (one rank each).")] = 4,
+    rate: Annotated[str, typer.Option(help="Link rate of every host, e.g. 1gbit.")] = "1gbit",
+    rates: Annotated[
+        str | None, typer.Option(help="Per-host rates, e.g. 1gbit,1gbit,250mbit.")
+    ] = None,
+    name: Annotated[str, typer.Option(help="Lab name (1-8 lowercase letters/digits).")] = "lab",
+) -> None:
+    """Create N namespaces on a bridge, each link shaped with tc tbf in both directions."""
+    from bandwall.lab import lab_up
+
+    lab = lab_up(name, hosts, rate, rates)
+    console.print(
+        f"lab {lab.name}: {lab.hosts} hosts "
+        + ", ".join(f"{lab.address(i)} @ {r:g} Gb/s" for i, r in enumerate(lab.rates_Gbps))
+        + " · link latency is not emulated (no netem on this kernel)"
+    )
+
+
+@lab_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lab_run_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Lab name.")],
+    straggler: Annotated[
+        str | None, typer.Option(help="Delay ranks, e.g. 2:0.05 (seconds per step).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Kill the run after this many seconds.")
+    ] = None,
+) -> None:
+    """Run a command once per host (after --) with RANK, WORLD_SIZE, MASTER_ADDR set."""
+    from bandwall.lab import lab_run
+
+    code = lab_run(name, list(ctx.args), straggler=straggler, timeout_s=timeout)
+    if code:
+        raise typer.Exit(code)
+
+
+@lab_app.command("down")
+def lab_down_cmd(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
+    """Remove exactly what `lab up` created."""
+    from bandwall.lab import lab_down
+
+    removed = lab_down(name)
+    console.print(f"lab {name}: removed {len(removed)} namespaces")
+
+
+@lab_app.command("status")
+def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The labs that exist and whether their namespaces are intact."""
+    from bandwall.lab import lab_status
+
+    labs = lab_status()
+    if as_json:
+        print_json(labs)
+        return
+    if not labs:
+        console.print("no labs")
+    for lab in labs:
+        console.print(
+            f"{lab['name']}: {lab['hosts']} hosts, rates "
+            f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s, "
+            f"{'ok' if lab['healthy'] else 'BROKEN (namespaces missing)'}"
+        )

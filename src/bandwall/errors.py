@@ -7,7 +7,8 @@ message must name the offending field and, where there is a closed set, the vali
     ├── ConfigError        bad user input: unknown name, out-of-range value, malformed size
     │   └── LayoutError    a parallel layout that does not divide the cluster or does not fit
     ├── CatalogError       the shipped (or user-supplied) catalog data is invalid
-    └── BenchmarkError     a measurement failed: lost rank, timeout, missing torch
+    ├── BenchmarkError     a measurement failed: lost rank, timeout, missing torch
+    └── LabError           the emulated cluster cannot be built or used (not root, clash)
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ class CatalogError(BandwallError):
 
 class BenchmarkError(BandwallError):
     """A benchmark could not finish; what it measured is kept in the results store."""
+
+
+class LabError(BandwallError):
+    """The emulated cluster cannot be built, used or removed."""
 
 
 def unknown_choice(field: str, value: object, choices: Iterable[str]) -> ConfigError:

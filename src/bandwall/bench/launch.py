@@ -26,7 +26,9 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_local(cfg: BenchConfig, nprocs: int) -> dict[str, Any]:
+def run_local(
+    cfg: BenchConfig, nprocs: int, worker: Any = bench_worker, worker_args: tuple[Any, ...] = ()
+) -> dict[str, Any]:
     """Run `nprocs` ranks on this machine through torch.distributed's elastic agent (the
     engine behind torchrun). A rank that dies or times out ends the run with a message naming
     it; the sizes already measured stay in the store."""
@@ -54,7 +56,7 @@ def run_local(cfg: BenchConfig, nprocs: int) -> dict[str, Any]:
         start_method="spawn",
     )
     try:
-        results = elastic_launch(config, bench_worker)(cfg)
+        results = elastic_launch(config, worker)(cfg, *worker_args)
     except ChildFailedError as exc:
         msg = _describe_failure(exc)
         raise BenchmarkError(msg + _mark_failed(cfg, token, msg)) from None

@@ -85,6 +85,13 @@ def host_info() -> dict[str, Any]:
     }
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    if os.environ.get("BANDWALL_LAB"):
+        info["lab"] = {
+            "name": os.environ["BANDWALL_LAB"],
+            "rates_Gbps": [
+                float(r) for r in os.environ.get("BANDWALL_LAB_RATES_GBPS", "").split(",") if r
+            ],
+        }
     return info
 
 
@@ -223,6 +230,14 @@ def count_wrong(got: Any, want: Any | None) -> int:
     return int(diff.sum().item())
 
 
+def straggler_delay_s() -> float:
+    """Rank-level straggler emulation (`lab run --straggler RANK:SECONDS`)."""
+    try:
+        return max(float(os.environ.get("BANDWALL_STRAGGLER_DELAY_S", "0")), 0.0)
+    except ValueError:
+        return 0.0
+
+
 def _sync(device: Any) -> None:
     if device.type == "cuda":
         _torch().cuda.synchronize(device)
@@ -242,7 +257,10 @@ def _measure(
     dist.barrier()
     times = np.empty(cfg.iters)
     clock = time.perf_counter
+    delay = straggler_delay_s()
     for i in range(cfg.iters):
+        if delay:
+            time.sleep(delay)  # this rank arrives late; the others' times include the wait
         t0 = clock()
         buf.run()
         _sync(device)

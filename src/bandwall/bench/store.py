@@ -51,6 +51,19 @@ CREATE TABLE IF NOT EXISTS results (
     wrong INTEGER NOT NULL,
     PRIMARY KEY (run_id, op, size_bytes, inplace)
 );
+CREATE TABLE IF NOT EXISTS train (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    model TEXT NOT NULL,
+    params INTEGER NOT NULL,
+    grad_bytes INTEGER NOT NULL,
+    iters INTEGER NOT NULL,
+    step_median_s REAL NOT NULL,
+    step_p90_s REAL NOT NULL,
+    compute_median_s REAL NOT NULL,
+    exposed_s REAL NOT NULL,
+    world_size INTEGER NOT NULL,
+    PRIMARY KEY (run_id, model)
+);
 CREATE TABLE IF NOT EXISTS links (
     run_id INTEGER NOT NULL REFERENCES runs(id),
     src INTEGER NOT NULL,
@@ -80,6 +93,17 @@ RESULT_COLUMNS = (
     "algbw_GBps",
     "busbw_GBps",
     "wrong",
+)
+TRAIN_COLUMNS = (
+    "model",
+    "params",
+    "grad_bytes",
+    "iters",
+    "step_median_s",
+    "step_p90_s",
+    "compute_median_s",
+    "exposed_s",
+    "world_size",
 )
 LINK_COLUMNS = (
     "src",
@@ -203,6 +227,20 @@ class Store:
                 f"VALUES (?, {', '.join('?' for _ in LINK_COLUMNS)})",
                 (run_id, *(row[c] for c in LINK_COLUMNS)),
             )
+
+    def add_train(self, run_id: int, row: dict[str, Any]) -> None:
+        with self._tx() as db:
+            db.execute(
+                f"INSERT OR REPLACE INTO train (run_id, {', '.join(TRAIN_COLUMNS)}) "
+                f"VALUES (?, {', '.join('?' for _ in TRAIN_COLUMNS)})",
+                (run_id, *(row[c] for c in TRAIN_COLUMNS)),
+            )
+
+    def train(self, run_id: int) -> list[dict[str, Any]]:
+        cur = self._db.execute(
+            f"SELECT {', '.join(TRAIN_COLUMNS)} FROM train WHERE run_id = ?", (run_id,)
+        )
+        return [dict(zip(TRAIN_COLUMNS, r, strict=True)) for r in cur.fetchall()]
 
     def set_ranks(self, run_id: int, ranks: list[dict[str, Any]]) -> None:
         """Record which host and process each rank is (for post-mortems of lost ranks)."""

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from bandwall.catalog.models import FabricSpec, FailureSpec, GpuSpec, ProviderSpec
-from bandwall.errors import CatalogError, unknown_choice
+from bandwall.errors import CatalogError, ConfigError, unknown_choice
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -77,6 +77,8 @@ class Catalog:
         return found
 
     def fabric(self, key: str) -> FabricSpec:
+        if key.startswith("measured:"):
+            return measured_fabric(key)
         found = _lookup(self.fabrics, key)
         if found is None:
             raise unknown_choice("fabric", key, self.fabrics)
@@ -118,6 +120,23 @@ def _check_references(cat: Catalog) -> None:
         for price in prov.prices:
             if price.gpu not in cat.gpus:
                 raise CatalogError(f"provider {prov.key!r}: price for unknown gpu {price.gpu!r}")
+
+
+def measured_fabric(key: str) -> FabricSpec:
+    """A profile written by `bandwall calibrate --name NAME`, read when asked for."""
+    from bandwall.calibrate.fit import profile_dir
+
+    name = key.split(":", 1)[1]
+    path = profile_dir() / f"{name}.toml"
+    if not path.is_file():
+        known = sorted(p.stem for p in profile_dir().glob("*.toml"))
+        raise ConfigError(
+            f"fabric: no measured profile {name!r} in {str(profile_dir())!r}; "
+            f"known: {', '.join(known) or 'none'} (make one with bandwall "
+            "calibrate RESULTS --name NAME)"
+        )
+    rows = tomllib.loads(path.read_text()).get("fabric", [])
+    return _validate(FabricSpec, [(str(path), r) for r in rows], "key")[key]
 
 
 @cache

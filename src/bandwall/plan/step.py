@@ -86,6 +86,13 @@ class StepInputs:
     straggler_mitigation: Mitigation = Mitigation.NONE
 
 
+def ddp_exposed_s(t_reduce: Any, backward_window_s: Any, last_bucket_s: Any) -> Any:
+    """Exposed data-parallel time with bucketed reduction overlapped with backward (PyTorch
+    DDP, Li et al. 2020): what the backward window cannot hide, and never less than the last
+    bucket, which only starts once backward is done."""
+    return np.maximum(t_reduce - backward_window_s, last_bucket_s)
+
+
 def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> FloatArray:
     """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
     t = collective_time_s(op, Algo.AUTO, size, ranks, cl.group_topology(stride))
@@ -173,7 +180,7 @@ def evaluate_step(
         )
     window = BACKWARD_SHARE * t_mb if inp.overlap else 0.0
     bucket_frac = np.minimum(1.0, inp.bucket_MiB * 2**20 / np.maximum(dense_b + expert_b, 1.0))
-    ddp_exposed = np.maximum(t_reduce - window, t_reduce * bucket_frac)
+    ddp_exposed = ddp_exposed_s(t_reduce, window, t_reduce * bucket_frac)
     if H > 1:
         ddp_exposed = t_reduce / H
     w_dense, w_exp = dense_local * WEIGHT_BYTES, expert_local * WEIGHT_BYTES
