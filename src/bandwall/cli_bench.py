@@ -284,10 +284,7 @@ def launch_k8s(
 def results_list(db: Db = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Every stored run, newest last."""
     with Store(db) as store:
-        runs = [
-            r.summary() | {"rows": len(store.results(r.id)) + len(store.links(r.id))}
-            for r in store.runs()
-        ]
+        runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
     if as_json:
         print_json(runs)
         return

@@ -93,7 +93,7 @@ def _mark_failed(cfg: BenchConfig, token: str, msg: str) -> str:
             if run.args.get("token") == token:
                 seen = f"; {run.error}" if run.error else ""
                 store.finish_run(run.id, "failed", msg + seen)
-                kept = len(store.results(run.id)) + len(store.links(run.id))
+                kept = store.count_rows(run.id)
                 where = f" during {run.error.split(':', 2)[1].strip()}" if run.error else ""
                 return (
                     f"{where}; {kept} measurement(s) finished before it are kept in run "

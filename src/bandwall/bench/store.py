@@ -288,6 +288,10 @@ class Store:
         )
         return [dict(zip(LINK_COLUMNS, r, strict=True)) for r in cur.fetchall()]
 
+    def count_rows(self, run_id: int) -> int:
+        """Measurements of any kind a run holds."""
+        return len(self.results(run_id)) + len(self.links(run_id)) + len(self.train(run_id))
+
     def integrity_ok(self) -> bool:
         return bool(self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
 

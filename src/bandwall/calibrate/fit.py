@@ -134,10 +134,19 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
     rate = nominal_Gbps or measured_Gbps
     eff = min(measured_Gbps / rate, 1.0)
     tcp = run.backend == "gloo"
+    q = json.dumps  # a JSON string is a valid TOML basic string
+    source = (
+        f"bandwall calibrate on run {run.id} from {run.host.get('hostname', '?')} "
+        f"({run.created_at}); fit over {fit['rows']} rows >= {fit['min_size_bytes']} B, "
+        f"R2 {fit['r2']:.4f}, median error {fit['median_abs_error']:.1%}"
+    )
+    notes = "per-op time factors (reported, not applied): " + ", ".join(
+        f"{op} {k:.3f}" for op, k in fit["op_time_factors"].items()
+    )
     lines = [
         "[[fabric]]",
-        f'key = "measured:{name}"',
-        f'name = "Measured: {name} (run {run.id}, {run.world_size} ranks, {run.backend})"',
+        f"key = {q('measured:' + name)}",
+        f"name = {q(f'Measured: {name} (run {run.id}, {run.world_size} ranks, {run.backend})')}",
         'tier = "scale_out"',
         f'transport = "{"tcp" if tcp else "roce"}"',
         f"bandwidth_Gbps = {rate:.6g}",
@@ -147,16 +156,9 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
         f"efficiency = {eff:.6g}",
         f"rdma = {'false' if tcp else 'true'}",
         "in_network_reduction = false",
-        f'source = "bandwall calibrate on run {run.id} from {run.host.get("hostname", "?")} '
-        f"({run.created_at}); fit over {fit['rows']} rows >= {fit['min_size_bytes']} B, "
-        f'R2 {fit["r2"]:.4f}, median error {fit["median_abs_error"]:.1%}"',
+        f"source = {q(source)}",
         f"as_of = {dt.date.today().isoformat()}",
-        f'notes = "per-op time factors (not applied): {json.dumps(fit["op_time_factors"])}'.replace(
-            '"{', "{"
-        )
-        .replace('}"', "}")
-        .replace('"', "'")
-        + '"',
+        f"notes = {q(notes)}",
     ]
     path = profile_dir() / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)

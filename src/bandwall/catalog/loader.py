@@ -135,7 +135,10 @@ def measured_fabric(key: str) -> FabricSpec:
             f"known: {', '.join(known) or 'none'} (make one with bandwall "
             "calibrate RESULTS --name NAME)"
         )
-    rows = tomllib.loads(path.read_text()).get("fabric", [])
+    try:
+        rows = tomllib.loads(path.read_text()).get("fabric", [])
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
     return _validate(FabricSpec, [(str(path), r) for r in rows], "key")[key]
 
 
