@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 from typer.exceptions import TyperException
 
-from bandwall import _render
+from bandwall import _render, cli_show
 from bandwall._planopts import plan_fields, with_plan_options
 from bandwall._render import console, fmt_num, print_json
 from bandwall.calibrate import (
@@ -665,6 +665,9 @@ app.add_typer(bench_app, name="bench")
 app.add_typer(launch_app, name="launch")
 app.add_typer(results_app, name="results")
 app.add_typer(lab_app, name="lab")
+app.command("plot")(cli_show.plot)
+app.command("report")(cli_show.report)
+app.command("serve")(cli_show.serve)
 
 
 @app.command()

@@ -405,7 +405,7 @@ def collective_time_s(
         return auto_select(op, size, n, topo)[0]
     _check_algo(op, algo, topo)
     lv = _levels(n, topo)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = _time_one(op, algo, size, lv)
     return np.where(n <= 1, 0.0, t)
 
@@ -419,7 +419,7 @@ def auto_select(
     )
     lv = _levels(n, topo)
     candidates = [a for a in ALGORITHMS[op] if a is not Algo.IN_NETWORK or any(lv.in_net)]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         times = np.stack([_time_one(op, a, size, lv) for a in candidates])
     times = np.where(np.isnan(times), np.inf, times)
     best = np.argmin(times, axis=0)

@@ -46,7 +46,7 @@ def daly_interval_s(checkpoint_s: Any, mtbf_s: Any) -> Any:
     """Daly (2006), eq. 37: τ = sqrt(2δM)·[1 + ⅓·sqrt(δ/2M) + δ/(18M)] − δ for δ < 2M,
     else τ = M."""
     d, m = np.asarray(checkpoint_s, dtype=np.float64), np.asarray(mtbf_s, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         r = d / (2 * m)
         tau = np.sqrt(2 * d * m) * (1 + np.sqrt(r) / 3 + r / 9) - d
     return np.where(d < 2 * m, tau, m)
