@@ -43,8 +43,8 @@ from bandwall.plan import (
     request_from_fields,
     scale_plans,
 )
+from bandwall.plan.sweep import GRID_AXES, write_table
 from bandwall.plan.sweep import sweep as run_sweep
-from bandwall.plan.sweep import write_table
 from bandwall.report import compare_table, plan_tables, scale_table, validation_table
 from bandwall.units import format_size, parse_rate_Gbps, parse_size, parse_size_range
 from bandwall.workloads import Transformer, builtin_workloads
@@ -393,21 +393,7 @@ def _grid_values(text: str | None, field: str, *, rate: bool = False) -> list[fl
 
 
 @app.command()
-@with_plan_options(
-    skip=(
-        "gpus",
-        "bandwidth",
-        "oversubscription",
-        "tp",
-        "pp",
-        "cp",
-        "ep",
-        "zero",
-        "micro_batch",
-        "virtual_stages",
-        "auto",
-    )
-)
+@with_plan_options(skip=(*(a.removesuffix("_Gbps") for a in GRID_AXES), "auto"))
 def sweep(
     opts: dict[str, Any],
     gpus: Annotated[str, typer.Option(help="GPU counts: 64,128 or 64:4096:x2.")] = "8",

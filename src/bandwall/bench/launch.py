@@ -125,28 +125,29 @@ srun torchrun \\
 """
 
 
-def k8s_manifest(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> str:
-    """A Kubeflow PyTorchJob: the training operator sets the torchrun environment."""
-    args = ", ".join(f'"{a}"' for a in command.split())
-    workers = max(nodes - 1, 0)
-    worker = (
-        ""
-        if workers == 0
-        else f"""    Worker:
-      replicas: {workers}
+def _k8s_replica(role: str, replicas: int, image: str, gpus: int, args: str) -> str:
+    return f"""    {role}:
+      replicas: {replicas}
       restartPolicy: Never
       template:
         spec:
           containers:
             - name: pytorch
               image: {image}
-              command: ["torchrun", "--nproc-per-node={gpus_per_node}", "-m", "bandwall"]
+              command: ["torchrun", "--nproc-per-node={gpus}", "-m", "bandwall"]
               args: [{args}]
               resources:
                 limits:
-                  nvidia.com/gpu: {gpus_per_node}
+                  nvidia.com/gpu: {gpus}
 """
-    )
+
+
+def k8s_manifest(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> str:
+    """A Kubeflow PyTorchJob: the training operator sets the torchrun environment."""
+    args = ", ".join(f'"{a}"' for a in command.split())
+    replicas = _k8s_replica("Master", 1, image, gpus_per_node, args)
+    if nodes > 1:
+        replicas += _k8s_replica("Worker", nodes - 1, image, gpus_per_node, args)
     return f"""apiVersion: kubeflow.org/v1
 kind: PyTorchJob
 metadata:
@@ -154,17 +155,4 @@ metadata:
 spec:
   nprocPerNode: "{gpus_per_node}"
   pytorchReplicaSpecs:
-    Master:
-      replicas: 1
-      restartPolicy: Never
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: {image}
-              command: ["torchrun", "--nproc-per-node={gpus_per_node}", "-m", "bandwall"]
-              args: [{args}]
-              resources:
-                limits:
-                  nvidia.com/gpu: {gpus_per_node}
-{worker}"""
+{replicas}"""
