@@ -97,37 +97,34 @@ def test_correctness_check_catches_corruption(tmp_path: Path) -> None:
     assert "1 wrong element" in r.stderr
 
 
-def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
-    db = tmp_path / "k.db"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+def _signal_rank_mid_run(
+    args: list[str], db: Path, sig: signal.Signals, min_results: int
+) -> tuple[int, str]:
+    """Start a 2-rank bench, wait until it stored `min_results` sizes, send `sig` to rank 1
+    (its PID is in the run's host record), and return the exit code and stderr."""
     proc = subprocess.Popen(
-        [
-            *BANDWALL,
-            "bench",
-            "collectives",
-            "--local",
-            "2",
-            "--sizes",
-            "1K:256M",
-            "--iters",
-            "20",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.PIPE,
+        [*BANDWALL, "bench", "collectives", "--local", "2", *args, "--db", str(db)],
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     try:
-        pid = _wait_for_rank_pid(db, 1, min_results=3)
-        os.kill(pid, signal.SIGKILL)
+        os.kill(_wait_for_rank_pid(db, 1, min_results), sig)
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 2, err
+    return proc.returncode, err
+
+
+def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "k.db"
+    code, err = _signal_rank_mid_run(
+        ["--sizes", "1K:256M", "--iters", "20"], db, signal.SIGKILL, min_results=3
+    )
+    assert code == 2, err
     last = err.strip().splitlines()[-1]
     assert "rank 1 killed by SIGKILL" in last and "kept in run 1" in last
     with Store(db) as store:
@@ -140,36 +137,10 @@ def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
 def test_hung_rank_times_out_with_a_clear_message(tmp_path: Path) -> None:
     """SIGSTOP freezes rank 1: rank 0's collective passes --timeout and the run says where."""
     db = tmp_path / "t.db"
-    proc = subprocess.Popen(
-        [
-            *BANDWALL,
-            "bench",
-            "collectives",
-            "--local",
-            "2",
-            "--sizes",
-            "1M:64M",
-            "--iters",
-            "50",
-            "--timeout",
-            "4",
-            "--db",
-            str(db),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    code, err = _signal_rank_mid_run(
+        ["--sizes", "1M:64M", "--iters", "50", "--timeout", "4"], db, signal.SIGSTOP, min_results=2
     )
-    try:
-        pid = _wait_for_rank_pid(db, 1, min_results=2)
-        os.kill(pid, signal.SIGSTOP)
-        _, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 2
+    assert code == 2
     last = err.strip().splitlines()[-1]
     assert "Timed out" in last and "all_reduce at" in last and "kept in run 1" in last
     with Store(db) as store:
