@@ -359,18 +359,22 @@ def _finish(
 
 
 def fault_arrays(w: Workload, cl: Cluster) -> dict[str, Any]:
-    """MTBF, checkpoint write time, Daly-optimal interval and goodput (arrays for sweeps)."""
+    """MTBF, checkpoint write and restore times, Daly-optimal interval and goodput (arrays
+    for sweeps). A restart costs the provider's detect/re-queue time plus reading the
+    checkpoint back at the same aggregate storage rate it was written."""
     n = np.asarray(cl.num_gpus, dtype=np.float64)
     nodes = np.asarray(cl.nodes(), dtype=np.float64)
     nics = nodes * cl.nics_per_node
     write_s = checkpoint_bytes(w.params) / (np.asarray(cl.checkpoint_write_GBps()) * 1e9)
+    restart_s = cl.restart_s + write_s
     if cl.failures is None:
         inf = np.full(np.shape(n), math.inf)
         return {
             "mtbf_s": inf,
             "checkpoint_write_s": write_s,
+            "checkpoint_restore_s": write_s,
             "checkpoint_interval_s": inf,
-            "restart_s": cl.restart_s,
+            "restart_s": restart_s,
             "goodput": np.ones(np.shape(n)),
         }
     mtbf = job_mtbf_s(cl.failures, n, nodes, nics, nics)
@@ -378,9 +382,10 @@ def fault_arrays(w: Workload, cl: Cluster) -> dict[str, Any]:
     return {
         "mtbf_s": mtbf,
         "checkpoint_write_s": write_s,
+        "checkpoint_restore_s": write_s,
         "checkpoint_interval_s": tau,
-        "restart_s": cl.restart_s,
-        "goodput": goodput(tau, write_s, cl.restart_s, mtbf),
+        "restart_s": restart_s,
+        "goodput": goodput(tau, write_s, restart_s, mtbf),
     }
 
 

@@ -62,8 +62,9 @@ ASSUMPTIONS = [
     "whenever at least one is in the job (probability 1-(1-f)^n); backup workers cost f/(1-f) "
     "extra compute instead; asynchronous outer steps (local SGD) cost only the mean, f*x.",
     "Failures: per-component rates (Llama 3 fleet) give the job MTBF; checkpoints of 14 B/param "
-    "written at min(nodes x per-node rate, storage cap), every Daly-optimal interval; goodput "
-    "by Daly's expected-wall-time formula with the provider's restart time.",
+    "written at min(nodes x per-node rate, storage cap), every Daly-optimal interval, and read "
+    "back at the same rate on restart; goodput by Daly's expected-wall-time formula with the "
+    "provider's restart time plus that restore.",
     "Degraded fabric: failed scale-out links cut bandwidth to (L-K)/L with adaptive routing; "
     "with static ECMP hashing the most loaded survivor sets the pace (balls into bins).",
 ]
