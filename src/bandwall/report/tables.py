@@ -78,6 +78,11 @@ def plan_tables(plan: Plan) -> list[Table]:
         ("communication efficiency", f"{m['comm_efficiency']:.1%} (compute / step)"),
         ("MFU", f"{m['mfu']:.1%} ({m['tflops_per_gpu']:,.0f} TFLOP/s per GPU)"),
         ("throughput", rate),
+        (
+            "goodput",
+            f"{m['goodput']:.1%} (job MTBF {format_duration(m['mtbf_s'])}, checkpoint "
+            f"every {format_duration(m['checkpoint_interval_s'])})",
+        ),
         ("time to train", format_duration(m["time_to_train_s"]) + _budget_text(plan)),
         ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
         (
