@@ -81,7 +81,9 @@ def plan_tables(plan: Plan) -> list[Table]:
         (
             "goodput",
             f"{m['goodput']:.1%} (job MTBF {format_duration(m['mtbf_s'])}, checkpoint "
-            f"every {format_duration(m['checkpoint_interval_s'])})",
+            f"every {format_duration(m['checkpoint_interval_s'])})"
+            if m["mtbf_s"] != float("inf")
+            else "100% (failures not modelled: --no-failures)",
         ),
         ("time to train", format_duration(m["time_to_train_s"]) + _budget_text(plan)),
         ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
