@@ -36,7 +36,6 @@ from bandwall.cli_bench import (
 from bandwall.collectives import Algo, build_topology, evaluate, parse_algo, parse_op
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.plan import (
-    Plan,
     compare_plans,
     make_plan,
     presets,
@@ -323,10 +322,6 @@ def collective(
     console.print(table)
 
 
-def _plan_json(plan: Plan) -> dict[str, Any]:
-    return plan.to_json()
-
-
 @app.command()
 @with_plan_options()
 def plan(
@@ -336,7 +331,7 @@ def plan(
     """Plan one training job: step time, efficiency, MFU, time to train and cost."""
     the_plan = make_plan(request_from_fields(**plan_fields(opts)))
     if as_json:
-        print_json(_plan_json(the_plan))
+        print_json(the_plan.to_json())
         return
     for table in plan_tables(the_plan):
         console.print(table)
@@ -364,7 +359,7 @@ def compare(
     keys = _split(presets_, "presets") if presets_ else list(presets())
     plans = compare_plans(request_from_fields(**plan_fields(opts), preset=keys[0]), keys)
     if as_json:
-        print_json([_plan_json(p) for p in plans])
+        print_json([p.to_json() for p in plans])
         return
     console.print(compare_table(plans))
 
@@ -462,11 +457,9 @@ def scale(
     """
     counts = [int(v) for v in parse_size_range(gpus, "gpus")]
     fields = plan_fields(opts)
-    if all(fields.get(k, 1) == 1 for k in ("tp", "pp", "cp", "ep")):
-        fields["auto"] = True
     plans = scale_plans(request_from_fields(**fields, gpus=counts[0]), counts)
     if as_json:
-        print_json([_plan_json(p) for p in plans])
+        print_json([p.to_json() for p in plans])
         return
     console.print(scale_table(plans))
     console.print("assumptions: " + " ".join(plans[0].to_json()["assumptions"][-3:]), style="dim")

@@ -35,12 +35,9 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
     from bandwall.plan import request_from_fields, scale_plans
 
     counts = [int(v) for v in parse_size_range(gpus, "scaling-gpus")]
-    f = dict(fields)
-    if all(f.get(k, 1) == 1 for k in ("tp", "pp", "cp", "ep")):
-        f["auto"] = True
     out = {}
     for key in keys:
-        req = request_from_fields(**{**f, "preset": key, "gpus": counts[0]})
+        req = request_from_fields(**{**fields, "preset": key, "gpus": counts[0]})
         out[key] = scale_plans(req, counts)
     return out
 

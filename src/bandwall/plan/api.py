@@ -443,7 +443,7 @@ def _pow2_upto(limit: int) -> list[int]:
     return [2**i for i in range(0, 31) if 2**i <= limit]
 
 
-def candidate_layouts(w: Workload, cl: Cluster, gb: int, base: Strategy) -> LayoutArrays:
+def candidate_layouts(w: Workload, cl: Cluster, gb: int) -> LayoutArrays:
     """Every layout worth trying, as arrays (invalid ones are masked after evaluation)."""
     n = int(np.asarray(cl.num_gpus))
     if isinstance(w, Cnn):
@@ -474,7 +474,7 @@ def candidate_layouts(w: Workload, cl: Cluster, gb: int, base: Strategy) -> Layo
 
 def auto_layout(req: PlanRequest, w: Workload, cl: Cluster, gb: int) -> Plan:
     """The fastest layout that fits in memory and divides the cluster and batch."""
-    lay = candidate_layouts(w, cl, gb, req.strategy)
+    lay = candidate_layouts(w, cl, gb)
     r = evaluate_step(w, cl, lay, _step_inputs(req, gb))
     tp, pp, cp, ep, zero, mb, v = lay.broadcast()
     dp = r["dp"]
@@ -526,7 +526,12 @@ def compare_plans(req: PlanRequest, preset_keys: list[str]) -> list[Plan]:
 
 
 def scale_plans(req: PlanRequest, gpu_counts: list[int]) -> list[Plan]:
-    """The same job along GPU counts; a count no layout fits is reported, not fatal."""
+    """The same job along GPU counts. Without an explicit model-parallel layout (tp, pp, cp,
+    ep all 1) each count gets its own fastest fitting layout, since one layout rarely suits
+    1k and 128k GPUs alike."""
+    s = req.strategy
+    if (s.tp, s.pp, s.cp, s.ep) == (1, 1, 1, 1):
+        req = req.model_copy(update={"auto": True})
     out = []
     for n in gpu_counts:
         spec = req.cluster.model_copy(update={"gpus": n})

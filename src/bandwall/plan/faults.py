@@ -6,7 +6,6 @@ Pure functions; each cites its closed form. Vectorised where a sweep needs it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -125,13 +124,3 @@ def slow_link_factor(links: Any, fraction: float, speed: float) -> Any:
         raise ConfigError(f"slow-link-speed: must be in (0, 1], got {speed}")
     p_any = 1 - (1 - fraction) ** np.asarray(links, dtype=np.float64)
     return 1.0 / (p_any / speed + (1 - p_any))
-
-
-@dataclass(frozen=True)
-class FaultReport:
-    mtbf_s: float
-    checkpoint_write_s: float
-    checkpoint_interval_s: float
-    restart_s: float
-    goodput: float
-    failures_expected: float

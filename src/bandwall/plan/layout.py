@@ -10,20 +10,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bandwall.errors import ConfigError
-
 IntArray = npt.NDArray[np.int64]
-
-
-class Axis(StrEnum):
-    """Parallel axes, in the rank order used to map groups onto the hierarchy (innermost
-    first, as Megatron-LM's default 'tp-cp-ep-dp-pp'): TP inside a node, PP outermost."""
-
-    TP = "tp"
-    CP = "cp"
-    EP = "ep"
-    DP = "dp"
-    PP = "pp"
 
 
 class Recompute(StrEnum):
@@ -139,12 +126,3 @@ class LayoutArrays:
                 *others,
             )
         )
-
-    def take(self, index: Any) -> LayoutArrays:
-        b = self.broadcast()
-        return LayoutArrays(*(np.asarray(x[index]) for x in b[:7]))
-
-
-def check_divides(field: str, value: int, whole: int, what: str) -> None:
-    if whole % value:
-        raise ConfigError(f"{field}: {value} does not divide {what} ({whole})")

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from bandwall.collectives import Algo, Op, collective_time_s
 from bandwall.plan.cluster import Cluster
 from bandwall.plan.layout import LayoutArrays, Mitigation, Recompute, parse_compression
-from bandwall.workloads import Cnn, Transformer, Workload
+from bandwall.workloads import Transformer, Workload
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -254,10 +254,6 @@ def derived_metrics(r: dict[str, npt.NDArray[Any]], cl: Cluster) -> dict[str, Fl
         "tflops_per_gpu": r["flops_per_step"] / (step * n) / 1e12,
         "tokens_per_s": r["tokens_per_step"] / step,
     }
-
-
-def is_cnn(w: Workload) -> bool:
-    return isinstance(w, Cnn)
 
 
 def _memory(
