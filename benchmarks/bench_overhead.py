@@ -24,7 +24,7 @@ def _worker() -> dict[int, list[tuple[float, float]]] | None:
     import torch
     import torch.distributed as dist
 
-    from bandwall.bench.runner import BenchConfig, _measure
+    from bandwall.measure.bench.runner import BenchConfig, _measure
     from bandwall.collectives import Op
 
     dist.init_process_group("gloo", timeout=dt.timedelta(seconds=120))
@@ -53,7 +53,7 @@ def _worker() -> dict[int, list[tuple[float, float]]] | None:
 def main() -> None:
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    from bandwall.bench.launch import _free_port
+    from bandwall.measure.bench.launch import _free_port
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     cfg = LaunchConfig(

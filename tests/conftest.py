@@ -36,3 +36,15 @@ def reference_rows(name: str) -> list[dict[str, str]]:
         pytest.skip(f"shared/reference/{name} not present beside the repo")
     with path.open(newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+#: The layout the old defaults gave where a test does not search: plain DP, ZeRO-1.
+PINNED = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 1}
+
+
+def plan_of(**fields: object):  # type: ignore[no-untyped-def]
+    """A plan from request fields, as `bandwall plan` makes it (unset layout axes searched)."""
+    from bandwall.plan.api import plan
+    from bandwall.plan.request import make_request
+
+    return plan(make_request(**fields))

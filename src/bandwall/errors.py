@@ -1,7 +1,8 @@
 """One error hierarchy for bandwall.
 
-The CLI catches :class:`BandwallError`, prints its message on one line and exits 2, so every
-message must name the offending field and, where there is a closed set, the valid choices::
+The CLI catches :class:`BandwallError`, prints one line and exits 2; the web API answers 422
+with the field in ``loc``. So every error a user can cause names the request field it is about
+(``field``, the schema's name) and, where there is a closed set, the valid choices::
 
     BandwallError
     ├── ConfigError        bad user input: unknown name, out-of-range value, malformed size
@@ -17,7 +18,17 @@ from collections.abc import Iterable
 
 
 class BandwallError(Exception):
-    """Base class of every error bandwall raises on purpose."""
+    """Base class of every error bandwall raises on purpose.
+
+    ``field`` is the request field the error is about (snake_case, as in the schema and the
+    JSON API) or None; ``reason`` is the message without the field. ``str()`` gives
+    ``"field-name: reason"``, the form a log or a test reads.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field.replace('_', '-')}: {reason}" if field else reason)
 
 
 class ConfigError(BandwallError):
@@ -41,6 +52,6 @@ class LabError(BandwallError):
 
 
 def unknown_choice(field: str, value: object, choices: Iterable[str]) -> ConfigError:
-    """Build the standard 'unknown X' error listing what is allowed."""
+    """The standard 'unknown X' error listing what is allowed."""
     allowed = ", ".join(sorted(choices))
-    return ConfigError(f"{field}: unknown value {value!r}; choose one of: {allowed}")
+    return ConfigError(f"unknown value {value!r}; choose one of: {allowed}", field=field)

@@ -8,6 +8,7 @@ added, entries with an existing key replace the shipped one.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -122,24 +123,50 @@ def _check_references(cat: Catalog) -> None:
                 raise CatalogError(f"provider {prov.key!r}: price for unknown gpu {price.gpu!r}")
 
 
+#: A measured profile's name: letters, digits, '-' and '_' only, so it can never name a path
+#: outside the profile folder.
+PROFILE_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def profile_dir() -> Path:
+    """Where `bandwall calibrate` writes fabric profiles ($BANDWALL_PROFILE_DIR, else
+    $XDG_CONFIG_HOME/bandwall/fabrics)."""
+    env = os.environ.get("BANDWALL_PROFILE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "bandwall" / "fabrics"
+
+
+def check_profile_name(name: str, field: str = "name") -> str:
+    if not PROFILE_NAME_RE.match(name):
+        raise ConfigError(
+            f"profile name {name!r} must be 1-64 letters, digits, '-' or '_'", field=field
+        )
+    return name
+
+
 def measured_fabric(key: str) -> FabricSpec:
     """A profile written by `bandwall calibrate --name NAME`, read when asked for."""
-    from bandwall.calibrate.fit import profile_dir
-
-    name = key.split(":", 1)[1]
+    name = check_profile_name(key.split(":", 1)[1], "fabric")
     path = profile_dir() / f"{name}.toml"
     if not path.is_file():
-        known = sorted(p.stem for p in profile_dir().glob("*.toml"))
+        known = (
+            sorted(p.stem for p in profile_dir().glob("*.toml")) if profile_dir().is_dir() else []
+        )
         raise ConfigError(
-            f"fabric: no measured profile {name!r} in {str(profile_dir())!r}; "
-            f"known: {', '.join(known) or 'none'} (make one with bandwall "
-            "calibrate RESULTS --name NAME)"
+            f"no measured profile {name!r} in {str(profile_dir())!r}; known: "
+            f"{', '.join(known) or 'none'} (make one with bandwall calibrate RESULTS --name NAME)",
+            field="fabric",
         )
     try:
-        rows = tomllib.loads(path.read_text()).get("fabric", [])
-    except tomllib.TOMLDecodeError as exc:
-        raise CatalogError(f"{path}: not valid TOML: {exc}") from None
-    return _validate(FabricSpec, [(str(path), r) for r in rows], "key")[key]
+        rows = tomllib.loads(path.read_text(encoding="utf-8")).get("fabric", [])
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise CatalogError(f"{path}: not a readable TOML profile: {exc}") from None
+    found = _validate(FabricSpec, [(str(path), r) for r in rows], "key")
+    if key not in found:
+        raise CatalogError(f"{path}: holds no fabric with key {key!r}")
+    return found[key]
 
 
 @cache

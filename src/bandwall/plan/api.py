@@ -1,563 +1,430 @@
-"""Plans: a job on an infrastructure → step time, efficiency, time to train and cost.
+"""plan, sweep, compare and scale: one engine, one search, one result type.
 
-`PlanRequest` is the one user-facing input (CLI and web); `make_plan` validates the layout with
-clear errors and prices it, `auto_layout` searches the fastest layout that fits, `compare_plans`
-runs one job on several presets.
+`sweep` evaluates a grid of request values in vectorised passes; at every grid point the layout
+axes the request leaves unset are searched (the fastest layout that is valid and fits wins).
+`plan` is the one-point sweep; `compare` runs the plan on several presets and `scale` is the
+sweep over GPU counts, returned as plans.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from bandwall.errors import ConfigError, LayoutError
-from bandwall.plan.cluster import Cluster, ClusterSpec, describe_cluster, resolve_cluster
-from bandwall.plan.faults import checkpoint_bytes, daly_interval_s, goodput, job_mtbf_s
-from bandwall.plan.layout import LayoutArrays, Schedule, Strategy
-from bandwall.plan.step import (
-    ASSUMPTIONS,
-    USABLE_MEMORY_FRACTION,
-    StepInputs,
-    derived_metrics,
-    evaluate_step,
+from bandwall.model.cluster import Cluster
+from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
+from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
+from bandwall.plan.request import (
+    LAYOUT_FIELDS,
+    VECTOR_FIELDS,
+    PlanRequest,
+    config_error,
+    field_flag,
 )
-from bandwall.workloads import Cnn, Transformer, Workload, custom_transformer, get_workload
+from bandwall.plan.resolve import describe_cluster, resolve_cluster, resolve_workload
+from bandwall.workloads import Transformer, Workload
 
 #: Default global batch for transformers: 4 Mi tokens per step, a common large-run setting.
 DEFAULT_BATCH_TOKENS = 2**22
 #: Default CNN batch per GPU (Goyal et al. 2017 scale ImageNet training at 32-64 per GPU).
 DEFAULT_CNN_BATCH_PER_GPU = 64
-#: Chinchilla-optimal budget when none is given (Hoffmann et al. 2022: ~20 tokens/param).
-CHINCHILLA_TOKENS_PER_PARAM = 20
-DEFAULT_CNN_EPOCHS = 90
+#: Most grid points one sweep may ask for (the CSV would not be read beyond that).
+MAX_SWEEP_POINTS = 5_000_000
+#: Rows priced per vectorised pass (points × searched layouts): bounds peak memory to a few
+#: hundred MB whatever the grid.
+CHUNK_ROWS = 1 << 18
 BREAKDOWN_KEYS = ("compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
+CLUSTER_VECTOR_FIELDS = tuple(f for f in VECTOR_FIELDS if f not in LAYOUT_FIELDS)
 
 
-class ModelDims(BaseModel):
-    """Dimensions of a custom transformer (`--model custom`)."""
+def default_global_batch(w: Workload, gpus: Any) -> Any:
+    """4 Mi tokens for transformers; 64 images per GPU for CNNs."""
+    if isinstance(w, Transformer):
+        return max(1, DEFAULT_BATCH_TOKENS // w.seq_len)
+    return DEFAULT_CNN_BATCH_PER_GPU * np.asarray(gpus)
 
-    model_config = ConfigDict(extra="forbid")
 
-    layers: int | None = None
-    hidden: int | None = None
-    heads: int | None = None
-    kv_heads: int | None = None
-    ffn: int | None = None
-    vocab: int | None = None
-    seq_len: int | None = None
-    experts: int | None = None
-    top_k: int | None = None
-    gated_mlp: bool = Field(
-        default=False,
-        description="SwiGLU MLP (3 matrices) instead of the classic 2-matrix GELU MLP.",
+def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
+    return StepOptions(
+        global_batch=global_batch,
+        recompute=req.recompute,
+        grad_dtype=req.grad_dtype,
+        compression=req.compression,
+        local_sgd_steps=req.local_sgd_steps,
+        overlap=req.overlap,
+        tp_overlap=req.tp_overlap,
+        ep_overlap=req.ep_overlap,
+        bucket_MiB=req.bucket_MiB,
+        compute_efficiency=req.compute_efficiency,
+        straggler_mitigation=req.straggler_mitigation,
+        schedule=req.schedule,
+        tokens=req.tokens,
+        epochs=req.epochs,
     )
 
 
-class PlanRequest(BaseModel):
-    """Everything a plan needs; every field is validated at the edge."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = "llama3-8b"
-    dims: ModelDims = Field(default_factory=ModelDims)
-    seq_len: int | None = Field(default=None, ge=1, description="Override the model's.")
-    cluster: ClusterSpec
-    strategy: Strategy = Field(default_factory=Strategy)
-    auto: bool = False
-    global_batch: int | None = Field(default=None, ge=1, description="Sequences or images.")
-    tokens: float | None = Field(default=None, gt=0, description="Token budget.")
-    epochs: float | None = Field(default=None, gt=0, description="Epochs (CNNs).")
-    compute_efficiency: float | None = Field(default=None, gt=0, le=1)
+def _pow2_upto(limit: float) -> list[int]:
+    return [2**i for i in range(0, 31) if 2**i <= limit]
 
 
-def resolve_workload(req: PlanRequest) -> Workload:
-    if req.model == "custom":
-        dims = req.dims.model_dump()
-        if req.seq_len:
-            dims["seq_len"] = req.seq_len
-        return custom_transformer(**dims)
-    w = get_workload(req.model)
-    if req.seq_len and isinstance(w, Transformer):
-        w = w.model_copy(update={"seq_len": req.seq_len})
-    return w
+def candidates(axis: str, w: Workload, req: PlanRequest, gpus_per_node: int) -> list[int]:
+    """Values the search tries for one layout axis. Invalid combinations are masked by the
+    engine's layout rules, so these lists only need to contain every sensible value."""
+    is_tf = isinstance(w, Transformer)
+    if axis == "zero":
+        return [1, 3]
+    if not is_tf:
+        if axis == "micro_batch":
+            values = set(_pow2_upto(4096))
+            if req.global_batch:
+                gb = req.global_batch
+                values |= {d for d in range(1, min(gb, 4096) + 1) if gb % d == 0}
+            return sorted(values)
+        return [1]
+    assert isinstance(w, Transformer)
+    if axis == "tp":
+        return _pow2_upto(gpus_per_node)
+    if axis == "pp":
+        return _pow2_upto(w.layers)
+    if axis == "cp":
+        return [c for c in _pow2_upto(32) if c == 1 or w.seq_len // c >= 1024]
+    if axis == "ep":
+        return _pow2_upto(w.experts) if w.is_moe else [1]
+    if axis == "micro_batch":
+        return [1, 2, 4]
+    # virtual stages
+    return [1] if req.schedule is Schedule.ONE_F_ONE_B else [1, 2, 4]
 
 
-def default_global_batch(w: Workload, gpus: int) -> int:
-    if isinstance(w, Transformer):
-        return max(1, DEFAULT_BATCH_TOKENS // w.seq_len)
-    return DEFAULT_CNN_BATCH_PER_GPU * gpus
+@dataclass(frozen=True)
+class Search:
+    """What the layout search did at one grid point."""
+
+    searched: tuple[str, ...]
+    tried: int
+    feasible: int
+
+
+def _layout_grid(
+    req: PlanRequest, w: Workload, gpn: int, vec: dict[str, np.ndarray]
+) -> tuple[LayoutArrays, tuple[str, ...], int]:
+    """Layout arrays of shape (points, candidates): vector axes per point, fixed axes as
+    scalars, searched axes as the product of their candidates."""
+    searched = tuple(
+        a for a in LAYOUT_AXES if a not in vec and (req.auto or getattr(req, a) is None)
+    )
+    product = list(itertools.product(*(candidates(a, w, req, gpn) for a in searched)))
+    grid = np.array(product, dtype=np.int64).reshape(len(product), len(searched))
+    values: dict[str, Any] = {}
+    for a in LAYOUT_AXES:
+        if a in vec:
+            values[a] = np.asarray(vec[a], dtype=np.int64)[:, None]
+        elif a in searched:
+            values[a] = grid[:, searched.index(a)][None, :]
+        else:
+            values[a] = np.int64(getattr(req, a))
+    return LayoutArrays(**values), searched, len(product)
+
+
+def _complexity(m: Metrics) -> np.ndarray:
+    """Tie-break between equally fast layouts: the simplest wins."""
+    return np.asarray(m.tp * m.pp * m.cp * m.ep * m.virtual_stages + m.zero * 0.1)
+
+
+def evaluate_points(
+    req: PlanRequest, vec: dict[str, np.ndarray]
+) -> tuple[Workload, Metrics, Search]:
+    """The best layout at each grid point (arrays in `vec`, all of one length P).
+
+    Returns P rows. A point where nothing is valid and fits keeps its least bad candidate
+    (valid if any is, else the first), with `valid`/`fits` saying so.
+    """
+    w = resolve_workload(req)
+    points = len(next(iter(vec.values()))) if vec else 1
+    probe = resolve_cluster(req)
+    lay, searched, n_cand = _layout_grid(req, w, probe.gpus_per_node, vec)
+    chunk = max(1, CHUNK_ROWS // n_cand)
+    parts: list[Metrics] = []
+    for start in range(0, points, chunk):
+        sl = slice(start, min(points, start + chunk))
+        cvec = {k: np.asarray(v)[sl][:, None] for k, v in vec.items() if k in CLUSTER_VECTOR_FIELDS}
+        cl = resolve_cluster(req, cvec) if cvec else probe
+        part_lay = LayoutArrays(
+            **{
+                a: (
+                    getattr(lay, a)[sl]
+                    if np.ndim(getattr(lay, a)) == 2 and a in vec
+                    else getattr(lay, a)
+                )
+                for a in LAYOUT_AXES
+            }
+        )
+        gpus = np.asarray(cl.num_gpus)
+        gb = req.global_batch or default_global_batch(w, gpus)
+        m = evaluate(w, cl, part_lay, step_options(req, gb))
+        rows = int(sl.stop - sl.start)
+        shape = (rows, n_cand)
+        feasible = np.broadcast_to(m.valid & m.fits, shape)
+        step = np.broadcast_to(m.step_time_s, shape)
+        key = np.where(feasible, step * (1 + 1e-9 * np.broadcast_to(_complexity(m), shape)), np.inf)
+        best = np.argmin(key, axis=1)
+        none = ~feasible.any(axis=1)
+        if np.any(none):
+            # least bad: the valid layout needing the least memory, else the layout that
+            # got furthest through the rules (its error is the one worth reading)
+            valid = np.broadcast_to(m.valid, shape)
+            mem = np.where(valid, np.broadcast_to(m.memory_bytes, shape), np.inf)
+            furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=1)
+            fallback = np.where(valid.any(axis=1), np.argmin(mem, axis=1), furthest)
+            best = np.where(none, fallback, best)
+        flat = np.arange(rows) * n_cand + best
+        full = Metrics(
+            **{
+                f.name: np.broadcast_to(getattr(m, f.name), shape).reshape(-1)
+                for f in dataclasses.fields(Metrics)
+            }
+        )
+        parts.append(full.take(flat))
+        feasible_count = int(feasible.sum()) if points == 1 else -1
+    merged = Metrics(
+        **{
+            f.name: np.concatenate([np.asarray(getattr(p, f.name)) for p in parts])
+            for f in dataclasses.fields(Metrics)
+        }
+    )
+    return w, merged, Search(searched, n_cand, feasible_count)
+
+
+# --- sweep -----------------------------------------------------------------------------------
+
+
+def _axis_values(req: PlanRequest, name: str, values: list[Any]) -> list[Any]:
+    """Each axis value validated (and its units parsed) as the request field it is."""
+    if name not in PlanRequest.model_fields:
+        raise ConfigError(
+            f"unknown sweep axis; choose request fields, e.g. {', '.join(VECTOR_FIELDS)}",
+            field=name,
+        )
+    out = []
+    base = req.model_dump()
+    for v in values:
+        try:
+            out.append(getattr(PlanRequest.model_validate({**base, name: v}), name))
+        except Exception as exc:  # pydantic.ValidationError
+            from pydantic import ValidationError
+
+            if isinstance(exc, ValidationError):
+                raise config_error(exc) from None
+            raise
+    return out
+
+
+def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[str, np.ndarray]:
+    """Every combination of `axes` values around `req`, one row each (CSV-ready columns).
+
+    Vector fields are evaluated together; other fields (model, preset, fabric, ...) are looped.
+    Rows that do not divide or fit are kept with `valid`/`fits` false.
+    """
+    axes = {k: _axis_values(req, k, list(v)) for k, v in (axes or {}).items()}
+    total = math.prod(len(v) for v in axes.values())
+    if total > MAX_SWEEP_POINTS:
+        raise ConfigError(
+            f"the grid has {total:,} points; at most {MAX_SWEEP_POINTS:,}",
+            field=next(iter(axes)),
+        )
+    if total == 0:
+        raise ConfigError("an axis has no values", field=next(iter(axes)))
+    vec_names = [k for k in axes if k in VECTOR_FIELDS]
+    loop_names = [k for k in axes if k not in VECTOR_FIELDS]
+    vec_grid = list(itertools.product(*(axes[k] for k in vec_names)))
+    columns: dict[str, list[np.ndarray]] = {}
+    for combo in itertools.product(*(axes[k] for k in loop_names)):
+        sub = req.model_copy(update=dict(zip(loop_names, combo, strict=True)))
+        vec = {
+            k: np.array([p[i] for p in vec_grid], dtype=np.float64) for i, k in enumerate(vec_names)
+        }
+        if "gpus" in vec:  # the request's own gpus must not cap a larger axis value
+            sub = sub.model_copy(update={"gpus": int(np.max(vec["gpus"]))})
+        _, m, _ = evaluate_points(sub, vec)
+        n = len(m)
+        for k, value in zip(loop_names, combo, strict=True):
+            columns.setdefault(k, []).append(np.full(n, str(value), dtype=object))
+        for k in vec_names:
+            columns.setdefault(k, []).append(vec[k])
+        for f in dataclasses.fields(Metrics):
+            if f.name in vec_names:
+                continue
+            columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
+    return {k: np.concatenate(v) for k, v in columns.items()}
+
+
+# --- plan ------------------------------------------------------------------------------------
 
 
 @dataclass
 class Plan:
-    """A priced plan. `to_json()` is the `plan --json` document."""
+    """A priced plan: the request, what it resolved to, and one row of metrics."""
 
     request: PlanRequest
     workload: Workload
     cluster: Cluster
-    layout: dict[str, Any]
     metrics: dict[str, float]
-    breakdown: dict[str, float]
-    memory: dict[str, float]
-    budget: dict[str, float]
-    cost: dict[str, float]
+    search: Search
     notes: list[str] = field(default_factory=list)
-    faults: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def layout(self) -> dict[str, Any]:
+        m = self.metrics
+        return {
+            "tp": int(m["tp"]),
+            "pp": int(m["pp"]),
+            "cp": int(m["cp"]),
+            "ep": int(m["ep"]),
+            "dp": round(m["dp"]),
+            "zero": int(m["zero"]),
+            "micro_batch": int(m["micro_batch"]),
+            "micro_batches": round(m["micro_batches"]),
+            "global_batch": int(m["global_batch"]),
+            "virtual_stages": int(m["virtual_stages"]),
+            "schedule": (
+                Schedule.INTERLEAVED.value
+                if m["virtual_stages"] > 1
+                else Schedule.ONE_F_ONE_B.value
+            )
+            if m["pp"] > 1
+            else "none",
+            "recompute": self.request.recompute.value,
+            "compression": self.request.compression,
+            "local_sgd_steps": self.request.local_sgd_steps,
+            "overlap": self.request.overlap,
+        }
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        """Seconds per step by term; they add up to the step."""
+        return {k: self.metrics[f"{k}_s"] for k in BREAKDOWN_KEYS}
 
     def to_json(self) -> dict[str, Any]:
+        """The `plan --json` document: every metric (the sweep's columns), then context."""
+        w = self.workload
         return {
-            "model": self.workload.key,
-            "model_name": self.workload.name,
-            "params": self.workload.params,
-            "gpus": int(np.asarray(self.cluster.num_gpus)),
-            **{
-                k: self.metrics[k]
-                for k in (
-                    "step_time_s",
-                    "compute_s",
-                    "exposed_comm_s",
-                    "comm_efficiency",
-                    "mfu",
-                    "tflops_per_gpu",
-                    "tokens_per_s",
-                    "samples_per_s",
-                    "time_to_train_s",
-                    "gpu_hours",
-                    "cost_usd",
-                    "goodput",
-                    "mtbf_s",
-                    "checkpoint_interval_s",
-                    "ideal_time_s",
-                )
-            },
-            "faults": self.faults,
+            "model": w.key,
+            "model_name": w.name,
+            "params": w.params,
+            **{k: (bool(v) if k in ("valid", "fits") else v) for k, v in self.metrics.items()},
             "breakdown": self.breakdown,
             "layout": self.layout,
-            "memory_GB": self.memory,
-            "budget": self.budget,
-            "cost": self.cost,
+            "search": dataclasses.asdict(self.search),
             "cluster": describe_cluster(self.cluster),
+            "request": self.request.model_dump(mode="json", exclude_defaults=True),
             "assumptions": ASSUMPTIONS + self.notes,
         }
 
 
-def _step_inputs(req: PlanRequest, gb: Any) -> StepInputs:
-    s = req.strategy
-    return StepInputs(
-        global_batch=gb,
-        recompute=s.recompute,
-        grad_dtype=s.grad_dtype,
-        compression=s.compression,
-        local_sgd_steps=s.local_sgd_steps,
-        overlap=s.overlap,
-        tp_overlap=s.tp_overlap,
-        ep_overlap=s.ep_overlap,
-        bucket_MiB=s.bucket_MiB,
-        compute_efficiency=req.compute_efficiency,
-        straggler_mitigation=s.straggler_mitigation,
+def _fixed_axes(req: PlanRequest) -> dict[str, int]:
+    return {a: getattr(req, a) for a in LAYOUT_FIELDS if getattr(req, a) is not None}
+
+
+def _layout_flags(layout: dict[str, Any], keys: list[str]) -> str:
+    return " ".join(f"--{field_flag(k)} {layout[k]}" for k in keys)
+
+
+def _no_fit_error(req: PlanRequest, w: Workload, cl: Cluster, row: dict[str, float]) -> LayoutError:
+    """A memory error that suggests a change shown to fit (or says none exists)."""
+    fixed = _fixed_axes(req)
+    gb = 1e9
+    need = (
+        f"needs {row['memory_bytes'] / gb:,.1f} GB per GPU (weights "
+        f"{row['memory_weights_bytes'] / gb:,.1f}, grads {row['memory_grads_bytes'] / gb:,.1f}, "
+        f"optimizer {row['memory_optimizer_bytes'] / gb:,.1f}, activations "
+        f"{row['memory_activations_bytes'] / gb:,.1f}) but {cl.gpu.name} has "
+        f"{row['memory_capacity_bytes'] / gb:,.1f} GB usable"
     )
-
-
-#: Deepest interleaving tried by default (Narayanan et al. 2021 evaluate small chunk counts;
-#: deeper interleaving adds point-to-point traffic and first-stage activation memory).
-MAX_DEFAULT_VIRTUAL_STAGES = 4
-
-
-def default_virtual_stages(w: Workload, s: Strategy) -> int:
-    """Interleaving depth when not given: the largest of 1, 2, 4 model chunks per stage that
-    leaves every chunk at least one layer; 1 for the plain 1F1B schedule."""
-    if s.virtual_stages is not None:
-        return s.virtual_stages
-    if s.schedule is Schedule.ONE_F_ONE_B or s.pp == 1 or not isinstance(w, Transformer):
-        return 1
-    v = 1
-    while v * 2 <= MAX_DEFAULT_VIRTUAL_STAGES and s.pp * v * 2 <= w.layers:
-        v *= 2
-    return v
-
-
-def validate_layout(w: Workload, cl: Cluster, s: Strategy, gb: int, mb: int, v: int) -> None:
-    """Raise a LayoutError naming the first problem a user can fix."""
-    n = int(np.asarray(cl.num_gpus))
-    model_par = s.tp * s.pp * s.cp
-    if isinstance(w, Cnn) and (s.tp, s.pp, s.cp, s.ep) != (1, 1, 1, 1):
-        raise LayoutError(
-            f"layout: {w.key} is a CNN; only data parallelism (with --zero) is "
-            "modelled, so tp, pp, cp and ep must be 1"
+    layout = " ".join(f"{a}={int(row[a])}" for a in ("tp", "pp", "cp", "zero"))
+    free = req.model_copy(update=dict.fromkeys(LAYOUT_FIELDS))
+    _, m, _ = evaluate_points(free, {})
+    best = m.row(0)
+    if best["valid"] and best["fits"]:
+        change = [a for a in LAYOUT_FIELDS if a in fixed and int(best[a]) != fixed[a]]
+        if not change:
+            change = [a for a in ("tp", "pp", "cp", "zero") if int(best[a]) != int(row[a])]
+        flags = _layout_flags({a: int(best[a]) for a in LAYOUT_FIELDS}, change)
+        hint = (
+            f"try {flags} (fits: {best['memory_bytes'] / gb:,.1f} of "
+            f"{best['memory_capacity_bytes'] / gb:,.1f} GB, step {best['step_time_s']:.3g} s)"
         )
-    if n % model_par:
-        raise LayoutError(
-            f"layout: --gpus {n} is not divisible by tp×pp×cp = {s.tp}×{s.pp}×{s.cp} = {model_par}"
-        )
-    if s.tp > 1 and cl.gpus_per_node == 1:
-        raise LayoutError(
-            f"tp: {s.tp} needs a scale-up fabric inside a node, but the nodes "
-            "here hold 1 GPU; use pp or dp across nodes"
-        )
-    if s.tp > cl.gpus_per_node or cl.gpus_per_node % s.tp:
-        raise LayoutError(
-            f"tp: {s.tp} must divide the {cl.gpus_per_node} GPUs of a node (the "
-            "scale-up domain); tensor parallelism over the scale-out fabric is not "
-            "modelled"
-        )
-    dp = n // model_par
-    if isinstance(w, Transformer):
-        if w.heads % s.tp:
-            raise LayoutError(f"tp: {s.tp} does not divide the {w.heads} attention heads")
-        if s.pp * v > w.layers:
+    else:
+        hint = "no layout fits on these GPUs: add GPUs or pick a larger GPU (--gpu)"
+    return LayoutError(f"{layout} {need}; {hint}", field="memory")
+
+
+def plan(req: PlanRequest) -> Plan:
+    """Price the request; layout axes left unset are searched (fastest valid layout that fits).
+
+    The one-point case of `sweep`: the same engine, the same search, the same row.
+    """
+    w, m, search = evaluate_points(req, {})
+    cl = resolve_cluster(req)
+    row = m.row(0)
+    gb = int(row["global_batch"])
+    if not row["valid"]:
+        layout = {a: int(row[a]) for a in LAYOUT_FIELDS}
+        error = explain(int(row["rule"]), w, cl, layout, gb)
+        if error.field in search.searched:
             raise LayoutError(
-                f"pp: {s.pp} stages × {v} virtual stages exceed the {w.layers} layers"
+                f"no layout with {', '.join(search.searched)} searched divides {req.gpus:,} "
+                f"GPUs and a global batch of {gb:,}; the closest fails with {error}",
+                field="gpus",
             )
-        if w.seq_len % s.cp:
-            raise LayoutError(f"cp: {s.cp} does not divide the sequence length {w.seq_len}")
-        if s.ep > 1 and not w.is_moe:
-            raise LayoutError(f"ep: {w.key} is dense; expert parallelism needs an MoE model")
-        if w.is_moe and (w.experts % s.ep or dp % s.ep):
-            raise LayoutError(f"ep: {s.ep} must divide both the {w.experts} experts and dp = {dp}")
-    if gb % (dp * mb):
-        raise LayoutError(f"global-batch: {gb} is not divisible by dp × micro-batch = {dp} × {mb}")
-    if s.straggler_mitigation.value == "async" and s.local_sgd_steps == 1:
-        raise LayoutError(
-            "straggler-mitigation: async outer steps need local SGD; set --local-sgd-steps H > 1"
-        )
-    if s.local_sgd_steps > 1 and s.zero >= 3:
-        raise LayoutError(
-            "local-sgd-steps: DiLoCo needs full replicas per worker; use --zero 0, 1 or 2"
-        )
+        raise error
+    if not row["fits"]:
+        if search.searched and not _fixed_axes(req):
+            raise LayoutError(
+                f"no layout of {w.key} fits on {req.gpus:,} × {cl.gpu.name}; the smallest "
+                f"valid one needs {row['memory_bytes'] / 1e9:,.1f} GB per GPU against "
+                f"{row['memory_capacity_bytes'] / 1e9:,.1f} GB usable — add GPUs or pick a "
+                "larger GPU",
+                field="memory",
+            )
+        raise _no_fit_error(req, w, cl, row)
+    notes = _notes(req, search, row)
+    return Plan(request=req, workload=w, cluster=cl, metrics=row, search=search, notes=notes)
 
 
-def _budget(w: Workload, req: PlanRequest, tokens_per_step: float, gb: int) -> dict[str, float]:
-    if isinstance(w, Transformer):
-        tokens = req.tokens or CHINCHILLA_TOKENS_PER_PARAM * w.params
-        steps = tokens / tokens_per_step
-        return {"tokens": tokens, "steps": steps, "tokens_per_step": tokens_per_step}
-    epochs = req.epochs or DEFAULT_CNN_EPOCHS
-    samples = epochs * w.dataset_samples
-    return {
-        "epochs": epochs,
-        "samples": samples,
-        "steps": samples / gb,
-        "samples_per_step": float(gb),
-    }
-
-
-def _egress_bytes_per_step(w: Workload, cl: Cluster, s: Strategy, gb: int) -> float:
-    """Bytes crossing between sites per step (what egress is billed on)."""
-    if cl.sites <= 1:
-        return 0.0
-    grad_bytes = 4.0 if s.grad_dtype == "fp32" else 2.0
-    if s.pp >= cl.sites and s.pp % cl.sites == 0 and isinstance(w, Transformer):
-        return (cl.sites - 1) * 2 * gb * w.seq_len * w.hidden * 2.0  # activations + grads
-    return 2 * (cl.sites - 1) * w.params * grad_bytes / s.local_sgd_steps
-
-
-def _finish(
-    req: PlanRequest,
-    w: Workload,
-    cl: Cluster,
-    s: Strategy,
-    gb: int,
-    mb: int,
-    v: int,
-    r: dict[str, Any],
-) -> Plan:
-    def f(key: str) -> float:
-        return float(np.asarray(r[key]).reshape(-1)[0])
-
-    d = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in derived_metrics(r, cl).items()}
-    step = f("step_time_s")
-    budget = _budget(w, req, f("tokens_per_step"), gb)
-    faults = fault_metrics(w, cl)
-    ideal_s = budget["steps"] * step
-    time_s = ideal_s / faults["goodput"]
-    n = int(np.asarray(cl.num_gpus))
-    gpu_hours = n * time_s / 3600
-    egress_GB = _egress_bytes_per_step(w, cl, s, gb) * budget["steps"] / 1e9
-    gpu_usd = gpu_hours * cl.price_per_gpu_hour
-    egress_usd = egress_GB * cl.egress_usd_per_GB
-    metrics = {
-        "goodput": faults["goodput"],
-        "mtbf_s": faults["mtbf_s"],
-        "checkpoint_interval_s": faults["checkpoint_interval_s"],
-        "ideal_time_s": ideal_s,
-        "step_time_s": step,
-        "compute_s": f("compute_s"),
-        "exposed_comm_s": f("exposed_comm_s"),
-        "comm_efficiency": d["comm_efficiency"],
-        "mfu": d["mfu"],
-        "tflops_per_gpu": d["tflops_per_gpu"],
-        "tokens_per_s": d["tokens_per_s"],
-        "samples_per_s": gb / step,
-        "time_to_train_s": time_s,
-        "gpu_hours": gpu_hours,
-        "cost_usd": gpu_usd + egress_usd,
-    }
-    breakdown = {k: f(f"{k}_s") for k in BREAKDOWN_KEYS}
-    memory = {
-        "per_gpu": f("memory_bytes") / 1e9,
-        "usable": f("memory_capacity_bytes") / 1e9,
-        "weights": f("memory_weights_bytes") / 1e9,
-        "grads": f("memory_grads_bytes") / 1e9,
-        "optimizer": f("memory_optimizer_bytes") / 1e9,
-        "activations": f("memory_activations_bytes") / 1e9,
-    }
-    layout = {
-        "tp": s.tp,
-        "pp": s.pp,
-        "cp": s.cp,
-        "ep": s.ep,
-        "dp": round(f("dp")),
-        "zero": s.zero,
-        "micro_batch": mb,
-        "micro_batches": round(f("micro_batches")),
-        "global_batch": gb,
-        "schedule": s.schedule.value,
-        "virtual_stages": v,
-        "recompute": s.recompute.value,
-        "compression": s.compression,
-        "local_sgd_steps": s.local_sgd_steps,
-        "overlap": s.overlap,
-    }
+def _notes(req: PlanRequest, search: Search, row: dict[str, float]) -> list[str]:
     notes = []
-    if s.local_sgd_steps > 1:
+    if search.searched:
+        chosen = " ".join(f"{a}={int(row[a])}" for a in search.searched)
         notes.append(
-            f"local-SGD/DiLoCo with H={s.local_sgd_steps}: communication is amortised "
+            f"layout search over {', '.join(search.searched)}: {search.tried:,} layouts "
+            f"tried, {search.feasible:,} valid and fitting; the fastest is {chosen}."
+        )
+    if req.local_sgd_steps > 1:
+        notes.append(
+            f"local-SGD/DiLoCo with H={req.local_sgd_steps}: communication is amortised "
             "over H steps; convergence per token may differ from synchronous training "
             "and is not modelled."
         )
-    if s.compression.startswith("topk") or s.compression == "int8":
+    if req.compression != "none":
         notes.append(
-            f"gradient compression {s.compression}: bytes reduced as stated; its effect "
+            f"gradient compression {req.compression}: bytes reduced as stated; its effect "
             "on convergence is not modelled."
         )
-    faults["time_added_s"] = time_s - ideal_s
-    faults["cost_added_usd"] = (time_s - ideal_s) * n / 3600 * cl.price_per_gpu_hour
-    faults["failures_expected"] = time_s / faults["mtbf_s"]
-    return Plan(
-        request=req,
-        workload=w,
-        cluster=cl,
-        layout=layout,
-        metrics=metrics,
-        breakdown=breakdown,
-        memory=memory,
-        budget=budget,
-        cost={
-            "gpu_usd": gpu_usd,
-            "egress_usd": egress_usd,
-            "egress_GB": egress_GB,
-            "price_per_gpu_hour_usd": cl.price_per_gpu_hour,
-        },
-        notes=notes,
-        faults=faults,
-    )
+    return notes
 
 
-def fault_arrays(w: Workload, cl: Cluster) -> dict[str, Any]:
-    """MTBF, checkpoint write and restore times, Daly-optimal interval and goodput (arrays
-    for sweeps). A restart costs the provider's detect/re-queue time plus reading the
-    checkpoint back at the same aggregate storage rate it was written."""
-    n = np.asarray(cl.num_gpus, dtype=np.float64)
-    nodes = np.asarray(cl.nodes(), dtype=np.float64)
-    nics = nodes * cl.nics_per_node
-    write_s = checkpoint_bytes(w.params) / (np.asarray(cl.checkpoint_write_GBps()) * 1e9)
-    restart_s = cl.restart_s + write_s
-    if cl.failures is None:
-        inf = np.full(np.shape(n), math.inf)
-        return {
-            "mtbf_s": inf,
-            "checkpoint_write_s": write_s,
-            "checkpoint_restore_s": write_s,
-            "checkpoint_interval_s": inf,
-            "restart_s": restart_s,
-            "goodput": np.ones(np.shape(n)),
-        }
-    mtbf = job_mtbf_s(cl.failures, n, nodes, nics, nics)
-    tau = daly_interval_s(write_s, mtbf)
-    return {
-        "mtbf_s": mtbf,
-        "checkpoint_write_s": write_s,
-        "checkpoint_restore_s": write_s,
-        "checkpoint_interval_s": tau,
-        "restart_s": restart_s,
-        "goodput": goodput(tau, write_s, restart_s, mtbf),
-    }
+def compare(req: PlanRequest, preset_keys: list[str]) -> list[Plan]:
+    """The same job on several presets (each with its own best layout where unset)."""
+    return [plan(req.model_copy(update={"preset": key})) for key in preset_keys]
 
 
-def fault_metrics(w: Workload, cl: Cluster) -> dict[str, float]:
-    return {k: float(np.asarray(v).reshape(-1)[0]) for k, v in fault_arrays(w, cl).items()}
-
-
-def _memory_error(w: Workload, cl: Cluster, s: Strategy, r: dict[str, Any]) -> LayoutError:
-    def gb(key: str) -> float:
-        return float(np.asarray(r[key]).reshape(-1)[0]) / 1e9
-
-    return LayoutError(
-        f"memory: tp={s.tp} pp={s.pp} cp={s.cp} zero={s.zero} needs {gb('memory_bytes'):,.1f} GB "
-        f"per GPU (weights {gb('memory_weights_bytes'):,.1f}, grads "
-        f"{gb('memory_grads_bytes'):,.1f}, optimizer {gb('memory_optimizer_bytes'):,.1f}, "
-        f"activations {gb('memory_activations_bytes'):,.1f}) but {cl.gpu.name} has "
-        f"{gb('memory_capacity_bytes'):,.1f} GB usable; try --auto, larger tp/pp, or --zero 3"
-    )
-
-
-def make_plan(req: PlanRequest) -> Plan:
-    """Price the request's layout, or the best one found when `req.auto` is set."""
-    w = resolve_workload(req)
-    cl = resolve_cluster(req.cluster)
-    gb = req.global_batch or default_global_batch(w, req.cluster.gpus)
-    if req.auto:
-        return auto_layout(req, w, cl, gb)
-    s = req.strategy
-    mb = s.micro_batch or _default_micro_batch(w, cl, gb, _dp(req, s))
-    v = default_virtual_stages(w, s)
-    validate_layout(w, cl, s, gb, mb, v)
-    r = evaluate_step(w, cl, LayoutArrays.single(s, mb, v), _step_inputs(req, gb))
-    if not bool(np.asarray(r["fits"]).reshape(-1)[0]):
-        raise _memory_error(w, cl, s, r)
-    return _finish(req, w, cl, s, gb, mb, v, r)
-
-
-def _default_micro_batch(w: Workload, cl: Cluster, gb: int, dp: int) -> int:
-    """Transformers: 1 sequence. CNNs: the whole per-GPU batch, or the largest divisor of it
-    whose activations fit beside the model state (gradient accumulation for the rest)."""
-    if isinstance(w, Transformer):
-        return 1
-    per_gpu = max(1, gb // dp)
-    state = w.params * (2 + 2 + 12)
-    room = cl.gpu.memory_GB * 1e9 * USABLE_MEMORY_FRACTION - state
-    fit = max(1, int(room // w.activation_bytes_per_sample))
-    return max(d for d in range(1, min(per_gpu, fit) + 1) if per_gpu % d == 0)
-
-
-def _dp(req: PlanRequest, s: Strategy) -> int:
-    return max(1, req.cluster.gpus // (s.tp * s.pp * s.cp))
-
-
-def _pow2_upto(limit: int) -> list[int]:
-    return [2**i for i in range(0, 31) if 2**i <= limit]
-
-
-def candidate_layouts(w: Workload, cl: Cluster, gb: int) -> LayoutArrays:
-    """Every layout worth trying, as arrays (invalid ones are masked after evaluation)."""
-    n = int(np.asarray(cl.num_gpus))
-    if isinstance(w, Cnn):
-        dp_mb = [max(1, gb // n)]
-        grid = list(itertools.product([1], [1], [1], [1], [0, 1, 3], dp_mb, [1]))
-    else:
-        tps = [t for t in _pow2_upto(cl.gpus_per_node) if w.heads % t == 0]
-        pps = [p for p in _pow2_upto(min(w.layers, n)) if n % p == 0]
-        cps = [
-            c
-            for c in _pow2_upto(min(32, n))
-            if (w.seq_len % c == 0 and w.seq_len // c >= 1024) or c == 1
-        ]
-        eps = [e for e in _pow2_upto(w.experts) if w.experts % e == 0] if w.is_moe else [1]
-        zeros = [1, 3]
-        mbs = [1, 2, 4]
-        vs = [1, 2, 4]
-        grid = [
-            g
-            for g in itertools.product(tps, pps, cps, eps, zeros, mbs, vs)
-            if (g[1] > 1 or g[6] == 1) and g[1] * g[6] <= w.layers and n % (g[0] * g[1] * g[2]) == 0
-        ]
-    if not grid:
-        raise LayoutError("layout: no candidate layout divides the GPU count")
-    arr = np.array(grid, dtype=np.int64).T
-    return LayoutArrays(*(arr[i] for i in range(7)))
-
-
-def auto_layout(req: PlanRequest, w: Workload, cl: Cluster, gb: int) -> Plan:
-    """The fastest layout that fits in memory and divides the cluster and batch."""
-    lay = candidate_layouts(w, cl, gb)
-    r = evaluate_step(w, cl, lay, _step_inputs(req, gb))
-    tp, pp, cp, ep, zero, mb, v = lay.broadcast()
-    dp = r["dp"]
-    ok = r["valid"] & r["fits"]
-    ok &= np.where(ep > 1, (np.round(dp) % ep) == 0, True)
-    if req.strategy.local_sgd_steps > 1:
-        ok &= zero < 3
-    if not np.any(ok):
-        smallest = float(np.min(np.where(r["valid"], r["memory_bytes"], np.inf))) / 1e9
-        raise LayoutError(
-            f"memory: no layout of {w.key} fits on {int(np.asarray(cl.num_gpus))} × "
-            f"{cl.gpu.name}; the smallest valid one needs {smallest:,.1f} GB per GPU against "
-            f"{cl.gpu.memory_GB * 0.9:,.1f} GB usable — add GPUs or pick a larger GPU"
-        )
-    # fastest; ties go to the simplest layout
-    complexity = tp * pp * cp * ep * v + zero * 0.1
-    key = np.where(ok, r["step_time_s"] * (1 + 1e-9 * complexity), np.inf)
-    i = int(np.argmin(key))
-    best = req.strategy.model_copy(
-        update={
-            "tp": int(tp[i]),
-            "pp": int(pp[i]),
-            "cp": int(cp[i]),
-            "ep": int(ep[i]),
-            "zero": int(zero[i]),
-            "micro_batch": int(mb[i]),
-            "virtual_stages": int(v[i]),
-            "schedule": Schedule.INTERLEAVED if v[i] > 1 else req.strategy.schedule,
-        }
-    )
-    one = evaluate_step(
-        w, cl, LayoutArrays.single(best, int(mb[i]), int(v[i])), _step_inputs(req, gb)
-    )
-    plan = _finish(req, w, cl, best, gb, int(mb[i]), int(v[i]), one)
-    plan.notes.append(
-        f"--auto searched {int(np.size(key))} layouts, {int(np.sum(ok))} valid "
-        "and fitting; this is the fastest."
-    )
-    return plan
-
-
-def compare_plans(req: PlanRequest, preset_keys: list[str]) -> list[Plan]:
-    """The same job on several presets (each with its own best layout under --auto)."""
-    out = []
-    for key in preset_keys:
-        spec = req.cluster.model_copy(update={"preset": key})
-        out.append(make_plan(req.model_copy(update={"cluster": spec})))
-    return out
-
-
-def scale_plans(req: PlanRequest, gpu_counts: list[int]) -> list[Plan]:
-    """The same job along GPU counts. Without an explicit model-parallel layout (tp, pp, cp,
-    ep all 1) each count gets its own fastest fitting layout, since one layout rarely suits
-    1k and 128k GPUs alike."""
-    s = req.strategy
-    if (s.tp, s.pp, s.cp, s.ep) == (1, 1, 1, 1):
-        req = req.model_copy(update={"auto": True})
-    out = []
-    for n in gpu_counts:
-        spec = req.cluster.model_copy(update={"gpus": n})
-        out.append(make_plan(req.model_copy(update={"cluster": spec})))
-    return out
-
-
-def request_from_fields(**fields: Any) -> PlanRequest:
-    """Build a PlanRequest from flat CLI/API fields with one-line errors naming the field."""
-    cluster_keys = set(ClusterSpec.model_fields)
-    strategy_keys = set(Strategy.model_fields)
-    dims_keys = set(ModelDims.model_fields) - {"seq_len"}
-    cluster = {k: v for k, v in fields.items() if k in cluster_keys and v is not None}
-    strategy = {k: v for k, v in fields.items() if k in strategy_keys and v is not None}
-    dims = {k: v for k, v in fields.items() if k in dims_keys and v is not None}
-    rest = {
-        k: v
-        for k, v in fields.items()
-        if k not in cluster_keys | strategy_keys | dims_keys and v is not None
-    }
-    try:
-        return PlanRequest.model_validate(
-            {**rest, "cluster": cluster, "strategy": strategy, "dims": dims}
-        )
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = [str(p) for p in err["loc"] if p not in ("cluster", "strategy", "dims")]
-        name = (loc[-1] if loc else "input").replace("_", "-")
-        raise ConfigError(f"{name}: {err['msg']}") from None
+def scale(req: PlanRequest, gpu_counts: list[int]) -> list[Plan]:
+    """The same job along GPU counts: one row of the sweep over `gpus` per count. Without an
+    explicit layout each count gets its own fastest fitting one."""
+    return [plan(req.model_copy(update={"gpus": int(n)})) for n in gpu_counts]

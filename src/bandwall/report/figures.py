@@ -6,18 +6,19 @@ from typing import Any
 
 import numpy as np
 
-from bandwall.bench.store import Run
-from bandwall.calibrate.fit import MEASURED_ALGO, _single_level
 from bandwall.catalog import load_catalog
-from bandwall.collectives import Link, Op, Topology, busbw_factor, collective_time_s, evaluate
-from bandwall.plan import Plan
+from bandwall.measure.bench.store import Run
+from bandwall.measure.calibrate.fit import MEASURED_ALGO, _single_level
+from bandwall.model.collectives import Op, busbw_factor, collective_time_s, evaluate_collective
+from bandwall.model.topology import Link, Topology
+from bandwall.plan.api import Plan
 from bandwall.report import plots
 from bandwall.units import GB
 
 
 def busbw_model_figure(op: Op, ranks: int, topo: Topology, label: str) -> Any:
     sizes = np.logspace(10, 33, 24, base=2)
-    res = evaluate(op, sizes, ranks, topo)
+    res = evaluate_collective(op, sizes, ranks, topo)
     return plots.busbw_vs_size(
         [{"label": f"model: {label}", "sizes": sizes, "busbw": res.busbw_GBps, "measured": False}],
         f"{op.value}, {ranks} ranks (model)",
@@ -70,7 +71,7 @@ def cost_figure(plans: list[Plan]) -> Any:
     return plots.cost_vs_time(
         [
             {
-                "label": f"{p.cluster.preset} (${p.cluster.price_per_gpu_hour:.2f}/h)",
+                "label": f"{p.cluster.preset} (${p.metrics['price_per_gpu_hour_usd']:.2f}/h)",
                 "time_days": p.metrics["time_to_train_s"] / 86400,
                 "cost_usd": p.metrics["cost_usd"],
             }

@@ -8,10 +8,11 @@ import html
 from typing import Any
 
 from bandwall import __version__
-from bandwall.bench.store import Run
-from bandwall.plan import ASSUMPTIONS, Plan
+from bandwall.measure.bench.store import Run
+from bandwall.model.engine import ASSUMPTIONS
+from bandwall.plan.api import Plan
 from bandwall.report import figures, plots
-from bandwall.report.tables import format_duration
+from bandwall.report.tables import budget_text, format_duration
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:72rem;
@@ -54,7 +55,7 @@ def plans_section(plans: list[Plan]) -> str:
                 f"{m['goodput']:.1%}",
                 format_duration(m["time_to_train_s"]),
                 f"{m['gpu_hours']:,.0f}",
-                f"${p.cluster.price_per_gpu_hour:.2f}",
+                f"${p.metrics['price_per_gpu_hour_usd']:.2f}",
                 f"${m['cost_usd']:,.0f}",
             ]
         )
@@ -83,12 +84,7 @@ def plans_section(plans: list[Plan]) -> str:
     out.append(_table(["preset", *p0.breakdown], brk))
     out.append(_img(figures.breakdown_figure(plans), "step-time breakdown per preset"))
     out.append(_img(figures.cost_figure(plans), "cost vs time to train"))
-    budget = p0.budget
-    what = (
-        f"{budget['tokens'] / 1e9:,.0f}B tokens"
-        if "tokens" in budget
-        else f"{budget['epochs']:g} epochs"
-    )
+    what = budget_text(p0).removeprefix(" for ")
     out.append(f'<p class="note">Budget: {what}; global batch {p0.layout["global_batch"]}.</p>')
     return "\n".join(out)
 

@@ -20,7 +20,7 @@ def _plt() -> Any:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise ConfigError("plot: needs matplotlib; pip install 'bandwall[plot]'") from None
+        raise ConfigError("needs matplotlib; pip install 'bandwall[plot]'", field="plot") from None
     return plt
 
 
@@ -140,7 +140,7 @@ def link_heatmap(rows: list[dict[str, Any]], world: int, title: str) -> Any:
 
 def save(fig: Any, path: str) -> None:
     if not (path.endswith(".png") or path.endswith(".svg")):
-        raise ConfigError(f"output: {path!r} must end in .png or .svg")
+        raise ConfigError(f"{path!r} must end in .png or .svg", field="output")
     fig.savefig(path, dpi=120)
     _plt().close(fig)
 

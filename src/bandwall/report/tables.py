@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import csv
+import sys
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from rich.table import Table
 
-from bandwall.plan import Plan
-from bandwall.plan.api import BREAKDOWN_KEYS
+from bandwall.plan.api import BREAKDOWN_KEYS, Plan
+from bandwall.report.text import fmt_num
+from bandwall.workloads import Transformer
+
+if TYPE_CHECKING:
+    from bandwall.catalog import Catalog
 
 
 def format_duration(seconds: float) -> str:
@@ -55,6 +62,7 @@ def plan_tables(plan: Plan) -> list[Table]:
     """Summary, step breakdown and memory of one plan."""
     m, cl = plan.metrics, plan.cluster
     d = plan.to_json()
+    gb = 1e9
     head = Table(
         title=f"{plan.workload.name} on {d['gpus']:,} × {cl.gpu.name} · {cl.preset}",
         show_header=False,
@@ -68,7 +76,7 @@ def plan_tables(plan: Plan) -> list[Table]:
         fabric += f" + {out['wan']} between {cl.sites} sites"
     rate = (
         f"{m['tokens_per_s']:,.0f} tokens/s"
-        if plan.budget.get("tokens")
+        if isinstance(plan.workload, Transformer)
         else f"{m['samples_per_s']:,.0f} samples/s"
     )
     rows = [
@@ -85,16 +93,12 @@ def plan_tables(plan: Plan) -> list[Table]:
             if m["mtbf_s"] != float("inf")
             else "100% (failures not modelled: --no-failures)",
         ),
-        ("time to train", format_duration(m["time_to_train_s"]) + _budget_text(plan)),
+        ("time to train", format_duration(m["time_to_train_s"]) + budget_text(plan)),
         ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
         (
             "cost",
-            f"{_money(m['cost_usd'])} at ${cl.price_per_gpu_hour:.2f}/GPU-h"
-            + (
-                f" + {_money(plan.cost['egress_usd'])} egress"
-                if plan.cost["egress_usd"] > 0
-                else ""
-            ),
+            f"{_money(m['cost_usd'])} at ${m['price_per_gpu_hour_usd']:.2f}/GPU-h"
+            + (f" incl. {_money(m['egress_usd'])} egress" if m["egress_usd"] > 0 else ""),
         ),
     ]
     for k, v in rows:
@@ -120,22 +124,19 @@ def plan_tables(plan: Plan) -> list[Table]:
             br.add_row(labels[key], format_duration(seconds), f"{seconds / step:.1%}")
     br.add_row("step", format_duration(step), "100%")
     mem = Table(title="Memory per GPU (GB)")
-    for k in ("weights", "grads", "optimizer", "activations", "per_gpu", "usable"):
-        mem.add_column(k.replace("per_gpu", "total"), justify="right")
-    mem.add_row(
-        *(
-            f"{plan.memory[k]:,.1f}"
-            for k in ("weights", "grads", "optimizer", "activations", "per_gpu", "usable")
-        )
-    )
+    keys = ("weights", "grads", "optimizer", "activations", "", "capacity")
+    for k in keys:
+        mem.add_column(k or "total", justify="right")
+    mem.add_row(*(f"{m[f'memory_{k}_bytes' if k else 'memory_bytes'] / gb:,.1f}" for k in keys))
     return [head, br, mem]
 
 
-def _budget_text(plan: Plan) -> str:
-    b = plan.budget
-    if "tokens" in b:
-        return f" for {b['tokens'] / 1e9:,.0f}B tokens"
-    return f" for {b['epochs']:g} epochs"
+def budget_text(plan: Plan) -> str:
+    m = plan.metrics
+    if isinstance(plan.workload, Transformer):
+        tokens = m["steps"] * m["global_batch"] * plan.workload.seq_len
+        return f" for {tokens / 1e9:,.0f}B tokens"
+    return f" for {m['steps'] * m['global_batch'] / plan.workload.dataset_samples:,.3g} epochs"
 
 
 def compare_table(plans: list[Plan]) -> Table:
@@ -156,8 +157,8 @@ def compare_table(plans: list[Plan]) -> Table:
         ("MFU", lambda p: f"{p.metrics['mfu']:.1%}"),
         ("time to train", lambda p: format_duration(p.metrics["time_to_train_s"])),
         ("GPU-hours", lambda p: f"{p.metrics['gpu_hours']:,.0f}"),
-        ("$/GPU-hour", lambda p: f"${p.cluster.price_per_gpu_hour:.2f}"),
-        ("egress", lambda p: _money(p.cost["egress_usd"])),
+        ("$/GPU-hour", lambda p: f"${p.metrics['price_per_gpu_hour_usd']:.2f}"),
+        ("egress", lambda p: _money(p.metrics["egress_usd"])),
         ("total cost", lambda p: _money(p.metrics["cost_usd"])),
     ]
     for label, fn in rows:
@@ -184,8 +185,9 @@ def scale_table(plans: list[Plan]) -> Table:
     ):
         t.add_column(col, justify="left" if col == "layout" else "right")
     for p in plans:
-        m, b = p.metrics, p.budget
-        units = b.get("tokens", b.get("samples", 1.0))
+        m = p.metrics
+        per_sample = p.workload.seq_len if isinstance(p.workload, Transformer) else 1
+        units = m["steps"] * m["global_batch"] * per_sample
         t.add_row(
             f"{p.to_json()['gpus']:,}",
             _layout_text(p.layout),
@@ -229,3 +231,231 @@ def validation_table(rows: list[dict[str, Any]], title: str) -> Table:
             f"{r['predicted_mfu']:.2f}",
         )
     return t
+
+
+def catalog_table(kind: str, cat: Catalog) -> Table:
+    """One kind of catalog entry with the source and date of each."""
+    if kind == "gpus":
+        t = Table(title="GPUs (dense peak TFLOP/s)")
+        for col in (
+            "name",
+            "fp32",
+            "tf32",
+            "bf16",
+            "fp8",
+            "mem GB",
+            "HBM TB/s",
+            "scale-up",
+            "source",
+            "as of",
+        ):
+            t.add_column(col, overflow="fold")
+        for g in cat.gpus.values():
+            p = {k.value: v for k, v in g.peak_TFLOPS.items()}
+            t.add_row(
+                g.name,
+                *(fmt_num(p[k], 1) if k in p else "-" for k in ("fp32", "tf32", "bf16", "fp8")),
+                fmt_num(g.memory_GB, 0),
+                fmt_num(g.memory_bandwidth_TBps, 2),
+                g.scale_up_fabric,
+                g.source,
+                str(g.as_of),
+            )
+        return t
+    if kind == "fabrics":
+        t = Table(title="Fabrics (per endpoint, per direction)")
+        for col in (
+            "key",
+            "tier",
+            "Gb/s",
+            "GB/s",
+            "α µs",
+            "jitter µs (mean/σ)",
+            "loss",
+            "RDMA",
+            "in-net",
+            "eff",
+            "source",
+            "as of",
+        ):
+            t.add_column(col, overflow="fold")
+        for f in cat.fabrics.values():
+            t.add_row(
+                f.key,
+                f.tier.value,
+                fmt_num(f.bandwidth_Gbps, 0),
+                fmt_num(f.bandwidth_GBps, 1),
+                fmt_num(f.latency_us, 1),
+                f"{fmt_num(f.jitter_mean_us, 1)}/{fmt_num(f.jitter_std_us, 1)}",
+                f"{f.loss_rate:g}",
+                "yes" if f.rdma else "no",
+                "yes" if f.in_network_reduction else "no",
+                fmt_num(f.efficiency, 2),
+                f.source,
+                str(f.as_of),
+            )
+        return t
+    if kind == "failures":
+        t = Table(title="Failure rates (per component-hour)")
+        for col in ("key", "GPU", "node", "NIC", "link", "source", "as of"):
+            t.add_column(col, overflow="fold")
+        for f in cat.failures.values():
+            t.add_row(
+                f.key,
+                f"{f.gpu_per_hour:.2e}",
+                f"{f.node_per_hour:.2e}",
+                f"{f.nic_per_hour:.2e}",
+                f"{f.link_per_hour:.2e}",
+                f.source,
+                str(f.as_of),
+            )
+        return t
+    t = Table(title="Providers ($ per GPU-hour, on demand)")
+    for col in (
+        "key",
+        "kind",
+        "scale-out",
+        "virt. overhead",
+        "egress $/GB",
+        "prices",
+        "source",
+        "as of",
+    ):
+        t.add_column(col, overflow="fold")
+    for prov in cat.providers.values():
+        prices = "; ".join(f"{r.gpu} {r.low:.2f}-{r.high:.2f}" for r in prov.prices)
+        t.add_row(
+            prov.key,
+            prov.kind.value,
+            prov.scale_out_fabric,
+            f"{prov.virtualization_overhead:.0%}",
+            f"{prov.egress_usd_per_GB:.2f}",
+            prices,
+            prov.source,
+            str(prov.as_of),
+        )
+    return t
+
+
+def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """nccl-tests-like rows of the collective model."""
+    from bandwall.units import format_size
+
+    table = Table(title=title)
+    for col, justify in (
+        ("ranks", "right"),
+        ("size", "right"),
+        ("count", "right"),
+        ("type", "left"),
+        ("time(us)", "right"),
+        ("algbw(GB/s)", "right"),
+        ("busbw(GB/s)", "right"),
+        ("algo", "left"),
+    ):
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for row in rows:
+        size_b = int(row["size_bytes"])
+        table.add_row(
+            str(row["ranks"]),
+            format_size(size_b),
+            str(size_b // 4),
+            "float",
+            fmt_num(float(row["time_s"]) * 1e6, 2),
+            fmt_num(float(row["algbw_GBps"]), 2),
+            fmt_num(float(row["busbw_GBps"]), 2),
+            str(row["algo"]),
+        )
+    return table
+
+
+def models_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="Workloads")
+    for col in ("key", "name", "params (B)", "active (B)", "train GFLOP/sample", "source"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(
+            str(r["key"]),
+            str(r["name"]),
+            f"{r['params_b']:,.2f}",
+            f"{r['active_params_b']:,.2f}",
+            f"{r['gflops_per_sample']:,.0f}",
+            str(r["source"]),
+        )
+    return t
+
+
+def presets_table(rows: list[dict[str, Any]]) -> Table:
+    t = Table(title="Presets")
+    for col in ("key", "provider", "scale-out", "NICs/node", "sites", "description"):
+        t.add_column(col, overflow="fold")
+    for p in rows:
+        t.add_row(
+            p["key"],
+            p["provider"],
+            p["scale_out"],
+            f"{p['nics_per_node']:g}",
+            str(p["sites"]),
+            p["description"],
+        )
+    return t
+
+
+def run_validation_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """Predicted against measured time per size of a stored bench run."""
+    from bandwall.units import format_size
+
+    t = Table(title=title)
+    for col in ("op", "size", "measured (us)", "predicted (us)", "error", "counted"):
+        t.add_column(col, justify="left" if col == "op" else "right")
+    for r in rows:
+        t.add_row(
+            r["op"],
+            format_size(r["size_bytes"]),
+            f"{r['measured_s'] * 1e6:,.0f}",
+            f"{r['predicted_s'] * 1e6:,.0f}",
+            f"{r['error']:+.1%}",
+            "yes" if r["used"] else "no",
+        )
+    return t
+
+
+def write_table(table: dict[str, np.ndarray], path: str | None) -> None:
+    """CSV to a file or stdout; Parquet when the path ends in .parquet (needs pyarrow)."""
+    from bandwall.errors import ConfigError
+
+    if path and path.endswith(".parquet"):
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise ConfigError(
+                "Parquet needs pyarrow; pip install 'bandwall[parquet]' or write .csv",
+                field="output",
+            ) from None
+        pq.write_table(pa.table({k: np.asarray(v) for k, v in table.items()}), path)
+        return
+    try:
+        fh: Any = open(path, "w", newline="") if path else sys.stdout  # noqa: SIM115
+    except OSError as exc:
+        raise ConfigError(f"cannot write {path!r}: {exc.strerror}", field="output") from None
+    try:
+        writer = csv.writer(fh)
+        keys = list(table)
+        writer.writerow(keys)
+        cols = [np.asarray(table[k]) for k in keys]
+        for i in range(len(cols[0]) if cols else 0):
+            writer.writerow([_cell(c[i]) for c in cols])
+    finally:
+        if path:
+            fh.close()
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, np.bool_ | bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    f = float(value)
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    return repr(f)

@@ -7,9 +7,8 @@ assets from a CDN; the schema itself is at /openapi.json.
 
 from __future__ import annotations
 
-import re
 from importlib import resources
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -17,43 +16,17 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from bandwall import __version__
-from bandwall._render import _clean
 from bandwall.errors import BandwallError
-
-Count = Annotated[int, Field(ge=1, le=4096)]
-
-
-class PlanQuery(BaseModel):
-    """A training job on an infrastructure (the fields of `bandwall plan`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    model: str = Field(default="llama3-8b", max_length=64)
-    gpus: int = Field(default=64, ge=1, le=262_144)
-    preset: str = Field(default="ai-factory-ib", max_length=64)
-    gpu: str | None = Field(default=None, max_length=64)
-    fabric: str | None = Field(default=None, max_length=64)
-    bandwidth_Gbps: float | None = Field(default=None, ge=1e-3, le=1e5)
-    latency_us: float | None = Field(default=None, ge=0, le=1e6)
-    jitter_us: float | None = Field(default=None, ge=0, le=1e6)
-    oversubscription: float | None = Field(default=None, ge=1, le=64)
-    tp: Count = 1
-    pp: Count = 1
-    cp: Count = 1
-    ep: Count = 1
-    zero: int = Field(default=1, ge=0, le=3)
-    auto: bool = False
-    global_batch: int | None = Field(default=None, ge=1, le=1 << 24)
-    tokens: float | None = Field(default=None, gt=0, le=1e16)
-    local_sgd_steps: int = Field(default=1, ge=1, le=100_000)
-    compression: Literal["none", "int8", "topk:0.1", "topk:0.01", "topk:0.001"] = "none"
-    failures: bool = True
+from bandwall.plan.request import PlanRequest
+from bandwall.report.text import json_safe
 
 
 class CompareQuery(BaseModel):
+    """A plan request and the presets to run it on (default: all)."""
+
     model_config = ConfigDict(extra="forbid")
 
-    plan: PlanQuery = Field(default_factory=PlanQuery)
+    plan: PlanRequest = Field(default_factory=PlanRequest)
     presets: list[Annotated[str, Field(max_length=64)]] | None = Field(default=None, max_length=16)
 
 
@@ -69,12 +42,11 @@ class CollectiveQuery(BaseModel):
 
 
 def _error_response(exc: BandwallError) -> JSONResponse:
-    msg = str(exc)
-    m = re.match(r"^([\w\-:]+): ", msg)
-    field = m.group(1).replace("-", "_") if m else "input"
+    """422 with the field the error names in `loc`, as FastAPI reports its own validation."""
+    loc = ["body", exc.field] if exc.field else ["body"]
     return JSONResponse(
         status_code=422,
-        content={"detail": [{"loc": ["body", field], "msg": msg, "type": "value_error"}]},
+        content={"detail": [{"loc": loc, "msg": str(exc), "type": "value_error"}]},
     )
 
 
@@ -95,36 +67,37 @@ def create_app(db: str | None = None) -> FastAPI:
         return _error_response(exc)
 
     def ok(data: Any) -> JSONResponse:
-        return JSONResponse(content=_clean(data))
+        return JSONResponse(content=json_safe(data))
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index() -> HTMLResponse:
         return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"))
 
     @app.post("/api/plan", summary="Plan one training job")
-    def api_plan(q: PlanQuery) -> JSONResponse:
-        from bandwall.plan import make_plan, request_from_fields
+    def api_plan(q: PlanRequest) -> JSONResponse:
+        from bandwall.plan.api import plan
 
-        return ok(make_plan(request_from_fields(**q.model_dump())).to_json())
+        return ok(plan(q).to_json())
 
     @app.post("/api/compare", summary="The same job on several presets")
     def api_compare(q: CompareQuery) -> JSONResponse:
-        from bandwall.plan import compare_plans, presets, request_from_fields
+        from bandwall.plan.api import compare
+        from bandwall.plan.presets import presets
 
         keys = q.presets or list(presets())
-        fields = q.plan.model_dump() | {"preset": keys[0]}
-        return ok([p.to_json() for p in compare_plans(request_from_fields(**fields), keys)])
+        return ok([p.to_json() for p in compare(q.plan, keys)])
 
     @app.post("/api/collective", summary="The collective cost model over sizes")
     def api_collective(q: CollectiveQuery) -> JSONResponse:
         import numpy as np
 
-        from bandwall.collectives import build_topology, evaluate, parse_algo, parse_op
+        from bandwall.model.collectives import evaluate_collective, parse_algo, parse_op
+        from bandwall.model.topology import build_topology
         from bandwall.units import parse_size_range
 
         sizes = parse_size_range(q.sizes)
         topo = build_topology(gpus_per_node=min(q.gpus_per_node, q.ranks), scale_out=q.fabric)
-        res = evaluate(
+        res = evaluate_collective(
             parse_op(q.op), sizes, np.full(sizes.shape, float(q.ranks)), topo, parse_algo(q.algo)
         )
         return ok(res.records())
@@ -139,7 +112,7 @@ def create_app(db: str | None = None) -> FastAPI:
 
     @app.get("/api/presets", summary="Infrastructure presets")
     def api_presets() -> JSONResponse:
-        from bandwall.plan import presets
+        from bandwall.plan.presets import presets
 
         return ok([p.model_dump() for p in presets().values()])
 
@@ -151,14 +124,14 @@ def create_app(db: str | None = None) -> FastAPI:
 
     @app.get("/api/results", summary="Stored bench runs")
     def api_results() -> JSONResponse:
-        from bandwall.bench.store import Store
+        from bandwall.measure.bench.store import Store
 
         with Store(db) as store:
             return ok([r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()])
 
     @app.get("/api/results/{run_id}", summary="One stored run with its measurements")
     def api_result(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> JSONResponse:
-        from bandwall.bench.store import Store
+        from bandwall.measure.bench.store import Store
 
         with Store(db) as store:
             if run_id not in {r.id for r in store.runs()}:
@@ -179,7 +152,7 @@ def create_app(db: str | None = None) -> FastAPI:
         response_class=Response,
     )
     def api_result_chart(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> Response:
-        from bandwall.bench.store import Store
+        from bandwall.measure.bench.store import Store
         from bandwall.report import figures, plots
 
         with Store(db) as store:

@@ -1,6 +1,0 @@
-"""Measure a real cluster: collectives and links over torch.distributed, probe, monitor."""
-
-from bandwall.bench.runner import BenchConfig, bench_worker, count_wrong
-from bandwall.bench.store import Store, default_db_path
-
-__all__ = ["BenchConfig", "Store", "bench_worker", "count_wrong", "default_db_path"]

@@ -1,0 +1,517 @@
+"""The `bandwall` command line: a thin shell over the library (parse, call, render).
+
+Errors a user can cause print one line on stderr naming the option (`--tp: ...`) and exit 2.
+Heavy modules (numpy, the model, torch, matplotlib, FastAPI) are imported inside the commands
+that need them, so `bandwall --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any
+
+import typer
+from typer.exceptions import TyperException
+
+from bandwall import __version__
+from bandwall.cli import measure, show
+from bandwall.cli.options import expand, request, with_request_options
+from bandwall.errors import BandwallError, ConfigError, unknown_choice
+from bandwall.report.text import console, err_console, print_json
+
+app = typer.Typer(
+    name="bandwall",
+    help="Find and price the bandwidth wall of distributed deep-learning training.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures")
+
+
+def _version(value: bool) -> None:
+    if value:
+        console.print(f"bandwall {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Find and price the bandwidth wall of distributed deep-learning training."""
+
+
+@app.command()
+def catalog(
+    kind: Annotated[
+        str, typer.Argument(help="gpus, fabrics, providers or failures (default: all).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the hardware catalog with the source and date of every figure."""
+    from bandwall.catalog import load_catalog
+    from bandwall.report.tables import catalog_table
+
+    kinds = CATALOG_KINDS if not kind else (kind.lower(),)
+    if kinds[0] not in CATALOG_KINDS:
+        raise unknown_choice("kind", kind, CATALOG_KINDS)
+    cat = load_catalog()
+    tables = {
+        "gpus": [g.model_dump(mode="json") for g in cat.gpus.values()],
+        "fabrics": [
+            {**f.model_dump(mode="json"), "bandwidth_GBps": f.bandwidth_GBps}
+            for f in cat.fabrics.values()
+        ],
+        "providers": [p.model_dump(mode="json") for p in cat.providers.values()],
+        "failures": [f.model_dump(mode="json") for f in cat.failures.values()],
+    }
+    if as_json:
+        print_json(tables[kinds[0]] if kind else tables)
+        return
+    for k in kinds:
+        console.print(catalog_table(k, cat))
+
+
+def _check_ranks(text: str) -> list[int]:
+    """'64', '8,16,64' or '8:1024[:x2]' into rank counts, each >= 2."""
+    from bandwall.units import parse_size_range
+
+    if any(k in text.upper() for k in "KMGT"):
+        raise ConfigError(f"{text!r} must be plain numbers, without size suffixes", field="ranks")
+    stripped = text.strip()
+    if stripped.startswith("-") or stripped == "0" or stripped.startswith("0:"):
+        raise ConfigError(f"must be >= 2, got {text!r}", field="ranks")
+    try:
+        values = [int(v) for v in parse_size_range(text, "ranks")]
+    except ConfigError as exc:
+        raise ConfigError(
+            f"malformed value {text!r}; use a whole number >= 2, a list 8,16 or a range "
+            f"8:1024:x2 ({exc.reason})",
+            field="ranks",
+        ) from None
+    bad = [r for r in values if r < 2 or r > 1 << 24]
+    if bad:
+        raise ConfigError(f"must be in [2, {1 << 24:,}], got {bad[0]:,}", field="ranks")
+    return values
+
+
+@app.command()
+def collective(
+    op: Annotated[
+        str,
+        typer.Option(
+            help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all or "
+            "send_recv."
+        ),
+    ] = "all_reduce",
+    ranks: Annotated[str, typer.Option(help="Ranks: 64, a list 8,16 or a range 8:1024:x2.")] = "8",
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node (scale-up domain).")] = 8,
+    fabric: Annotated[
+        str, typer.Option(help="Scale-out fabric key (bandwall catalog fabrics).")
+    ] = "ib-ndr",
+    scale_up: Annotated[
+        str | None, typer.Option(help="Scale-up fabric (default: the GPU's).")
+    ] = None,
+    gpu: Annotated[str, typer.Option(help="GPU whose scale-up fabric is the default.")] = (
+        "H100-SXM"
+    ),
+    nics_per_node: Annotated[
+        int | None,
+        typer.Option(help="Scale-out NICs per node (default: one per GPU on RDMA, 1 on TCP)."),
+    ] = None,
+    oversubscription: Annotated[
+        float, typer.Option(help="Scale-out oversubscription (>= 1).")
+    ] = 1.0,
+    wan: Annotated[str | None, typer.Option(help="WAN fabric between sites.")] = None,
+    nodes_per_site: Annotated[
+        int | None, typer.Option(help="Nodes per site (needs --wan).")
+    ] = None,
+    tcp_streams: Annotated[int, typer.Option(help="TCP connections per peer on TCP links.")] = 1,
+    algo: Annotated[
+        str,
+        typer.Option(
+            help="auto, ring, tree, halving_doubling, hierarchical, in_network or direct."
+        ),
+    ] = "auto",
+    sizes: Annotated[
+        str, typer.Option(help="START:END[:xF|:+STEP] or a list; K/M/G are powers of 1024.")
+    ] = "1K:8G",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Price one collective with the analytical model, as an nccl-tests-like table."""
+    import numpy as np
+
+    from bandwall.model.collectives import Algo, evaluate_collective, parse_algo, parse_op
+    from bandwall.model.topology import collective_topology
+    from bandwall.report.tables import collective_table
+    from bandwall.units import parse_size_range
+
+    the_op, the_algo = parse_op(op), parse_algo(algo)
+    rank_counts = _check_ranks(ranks)
+    size_array = parse_size_range(sizes)
+    topo = collective_topology(
+        max_ranks=max(rank_counts),
+        gpus_per_node=gpus_per_node,
+        fabric=fabric,
+        scale_up=scale_up,
+        gpu=gpu,
+        nics_per_node=nics_per_node,
+        oversubscription=oversubscription,
+        wan=wan,
+        nodes_per_site=nodes_per_site,
+        tcp_streams=tcp_streams,
+    )
+    size_grid, rank_grid = np.meshgrid(size_array, np.array(rank_counts, dtype=np.float64))
+    result = evaluate_collective(the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo)
+    rows = result.records()
+    if as_json:
+        print_json(rows)
+        return
+    up = topo.scale_up.name if topo.scale_up else "none"
+    title = (
+        f"{the_op.value} model · scale-up {up} × {gpus_per_node}/node · scale-out {fabric}"
+        + (f" · wan {wan}" if wan else "")
+        + (f" · algo {the_algo.value}" if the_algo is not Algo.AUTO else "")
+    )
+    console.print(collective_table(rows, title))
+
+
+@app.command()
+@with_request_options()
+def plan(
+    fields: dict[str, Any],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Plan one training job: layout, step time, efficiency, MFU, time to train and cost.
+
+    Layout options left unset (--tp, --pp, --cp, --ep, --zero, --micro-batch,
+    --virtual-stages) are searched: the fastest layout that is valid and fits is chosen.
+    """
+    from bandwall.plan.api import plan as make_plan
+    from bandwall.report.tables import plan_tables
+
+    the_plan = make_plan(request(fields))
+    if as_json:
+        print_json(the_plan.to_json())
+        return
+    for table in plan_tables(the_plan):
+        console.print(table)
+    for note in the_plan.notes:
+        console.print(f"note: {note}", style="dim")
+
+
+def _split(text: str, field: str) -> list[str]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise ConfigError("give a comma-separated list", field=field)
+    return items
+
+
+@app.command()
+@with_request_options(skip=("preset",))
+def compare(
+    fields: dict[str, Any],
+    presets_: Annotated[
+        str, typer.Option("--presets", help="Comma-separated presets (default: all).")
+    ] = "",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Run one job on several infrastructures side by side."""
+    from bandwall.plan.api import compare as compare_plans
+    from bandwall.plan.presets import presets
+    from bandwall.report.tables import compare_table
+
+    keys = _split(presets_, "presets") if presets_ else list(presets())
+    plans = compare_plans(request(fields, preset=keys[0]), keys)
+    if as_json:
+        print_json([p.to_json() for p in plans])
+        return
+    console.print(compare_table(plans))
+
+
+@app.command()
+@with_request_options(multi=True)
+def sweep(
+    fields: dict[str, Any],
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
+    ] = None,
+) -> None:
+    """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
+    a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
+    from bandwall.plan.api import sweep as run_sweep
+    from bandwall.report.tables import write_table
+
+    axes: dict[str, list[Any]] = {}
+    base: dict[str, Any] = {}
+    for name, text in fields.items():
+        values = expand(name, text) if isinstance(text, str) else [text]
+        if len(values) == 1:
+            base[name] = values[0]
+        else:
+            axes[name] = values
+    table = run_sweep(request(base), axes)
+    write_table(table, output)
+    if output:
+        n = len(next(iter(table.values())))
+        err_console.print(f"wrote {n:,} rows to {output}")
+
+
+@app.command()
+@with_request_options(skip=("gpus",))
+def scale(
+    fields: dict[str, Any],
+    gpus: Annotated[
+        str, typer.Option(help="GPU counts, e.g. 1k:128k:x2 (k = 1024) or 64,128.")
+    ] = "1k:16k:x2",
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Step time, efficiency, goodput and cost per token along GPU count; layout options left
+    unset are searched at each count."""
+    from bandwall.plan.api import scale as scale_plans
+    from bandwall.report.tables import scale_table
+
+    counts = [int(v) for v in expand("gpus", gpus)]
+    plans = scale_plans(request(fields, gpus=counts[0]), counts)
+    if as_json:
+        print_json([p.to_json() for p in plans])
+        return
+    console.print(scale_table(plans))
+
+
+@app.command()
+def validate(
+    results: Annotated[
+        str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
+    ] = None,
+    published: Annotated[
+        bool, typer.Option("--published", help="Compare with published training runs.")
+    ] = False,
+    reference: Annotated[
+        str | None, typer.Option(help="Folder holding training_throughput.csv.")
+    ] = None,
+    fabric: Annotated[
+        str | None, typer.Option(help="Fabric to predict with, e.g. measured:lab1g.")
+    ] = None,
+    bandwidth: Annotated[
+        str | None,
+        typer.Option(help="Link rate to predict at (default: the lab rate the run recorded)."),
+    ] = None,
+    min_size: Annotated[str, typer.Option(help="Smallest size counted in the error.")] = "1M",
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Predicted against measured: a stored bench run (RESULTS) or published runs."""
+    from bandwall.catalog import load_catalog
+    from bandwall.measure.calibrate import (
+        find_reference_dir,
+        load_run,
+        nominal_rate_Gbps,
+        validate_published,
+        validate_run,
+    )
+    from bandwall.report.tables import run_validation_table, validation_table
+    from bandwall.units import parse_rate_Gbps, parse_size
+
+    if published:
+        rows, summary = validate_published(find_reference_dir(reference))
+        if as_json:
+            print_json({"rows": rows, "summary": summary})
+            return
+        console.print(
+            validation_table(
+                rows,
+                "Model vs published training throughput (one set of defaults, no per-row "
+                "constants)",
+            )
+        )
+        console.print(
+            f"median |error| {summary['median_abs_error']:.1%}, max "
+            f"{summary['max_abs_error']:.1%} over {summary['rows']} rows"
+        )
+        return
+    if results is None:
+        raise ConfigError("give RESULTS (a run id, 'latest' or a JSON export) or --published")
+    if fabric is None:
+        raise ConfigError(
+            "give --fabric, e.g. measured:NAME from `bandwall calibrate` or a catalog key",
+            field="fabric",
+        )
+    run, rows = load_run(results, db)
+    rate = parse_rate_Gbps(bandwidth, "bandwidth") if bandwidth else nominal_rate_Gbps(run)
+    checked, summary = validate_run(
+        run, rows, load_catalog().fabric(fabric), rate, parse_size(min_size, "min_size")
+    )
+    if as_json:
+        print_json(
+            {
+                "run": run.id,
+                "fabric": fabric,
+                "bandwidth_Gbps": rate,
+                "rows": checked,
+                "summary": summary,
+            }
+        )
+        return
+    title = f"run {run.id} ({run.world_size} ranks) vs model on {fabric}" + (
+        f" at {rate:g} Gb/s" if rate else ""
+    )
+    console.print(run_validation_table(checked, title))
+    console.print(
+        f"median |error| {summary['median_abs_error']:.1%}, max "
+        f"{summary['max_abs_error']:.1%} over {summary['rows']} rows >= {min_size}"
+    )
+
+
+@app.command()
+def calibrate(
+    results: Annotated[str, typer.Argument(help="Run id, 'latest' or an export JSON.")],
+    name: Annotated[
+        str, typer.Option(help="Profile name: use it as --fabric measured:NAME.")
+    ] = "my-fabric",
+    rate: Annotated[
+        str | None, typer.Option(help="Nominal link rate (default: the lab rate the run recorded).")
+    ] = None,
+    min_size: Annotated[str, typer.Option(help="Smallest size used in the fit.")] = "1M",
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Fit latency α, bandwidth and efficiency to a stored bench run; save a fabric profile."""
+    from bandwall.measure.calibrate import fit_run, load_run, nominal_rate_Gbps, save_profile
+    from bandwall.units import parse_rate_Gbps, parse_size
+
+    run, rows = load_run(results, db)
+    nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
+    fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"))
+    path = save_profile(name, fit, run, nominal)
+    fit["profile"] = str(path)
+    fit["fabric"] = f"measured:{name}"
+    fit["nominal_Gbps"] = nominal
+    fit["efficiency"] = (fit["bandwidth_Bps"] * 8 / 1e9 / nominal) if nominal else None
+    if as_json:
+        print_json(fit)
+        return
+    eff = f", efficiency {fit['efficiency']:.3f} of {nominal:g} Gb/s" if nominal else ""
+    console.print(
+        f"fit over {fit['rows']} rows of run {run.id}: α = {fit['latency_s'] * 1e6:.1f} µs, "
+        f"bandwidth {fit['bandwidth_Bps'] * 8 / 1e9:.4g} Gb/s{eff}; R² {fit['r2']:.4f}, "
+        f"median |error| {fit['median_abs_error']:.1%}, max {fit['max_abs_error']:.1%}"
+    )
+    console.print(f"saved {path}: use --fabric measured:{name}")
+
+
+@app.command()
+def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List the built-in workloads with derived parameter counts and FLOPs."""
+    from bandwall.report.tables import models_table
+    from bandwall.workloads import Transformer, builtin_workloads
+
+    rows = [
+        {
+            "key": k,
+            "name": w.name,
+            "params_b": w.params / 1e9,
+            "active_params_b": w.active_params / 1e9,
+            "gflops_per_sample": (
+                w.flops_per_token * w.seq_len if isinstance(w, Transformer) else w.flops_per_sample
+            )
+            / 1e9,
+            "source": w.source,
+        }
+        for k, w in builtin_workloads().items()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    console.print(models_table(rows))
+
+
+@app.command("presets")
+def presets_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the infrastructure presets `plan --preset` accepts."""
+    from bandwall.plan.presets import presets
+    from bandwall.report.tables import presets_table
+
+    rows = [p.model_dump() for p in presets().values()]
+    if as_json:
+        print_json(rows)
+        return
+    console.print(presets_table(rows))
+
+
+app.add_typer(measure.bench_app, name="bench")
+app.add_typer(measure.launch_app, name="launch")
+app.add_typer(measure.results_app, name="results")
+app.add_typer(measure.lab_app, name="lab")
+app.command("plot")(show.plot)
+app.command("report")(show.report)
+app.command("serve")(show.serve)
+
+
+@app.command()
+def probe(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
+    measure.probe_cmd(as_json)
+
+
+@app.command()
+def monitor(
+    iface: Annotated[list[str] | None, typer.Option(help="Interface(s) to watch.")] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between samples.")] = 1.0,
+    count: Annotated[int | None, typer.Option(help="Stop after N samples.")] = None,
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Serve Prometheus metrics on [HOST]:PORT (host 127.0.0.1 if omitted)."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per sample.")
+    ] = False,
+) -> None:
+    """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
+    measure.monitor_cmd(iface, interval, count, prometheus, as_json)
+
+
+def error_line(exc: BandwallError, args: list[str]) -> str:
+    """`--flag: reason` when the error is about an option the user can type, else the
+    message as it stands."""
+    if exc.field is None:
+        return str(exc)
+    from bandwall.plan.request import PlanRequest, field_flag
+
+    flag = field_flag(exc.field)
+    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)
+    if exc.field in PlanRequest.model_fields or typed:
+        return f"--{flag}: {exc.reason}"
+    return str(exc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: run the app, turning every user error into one line and exit code 2."""
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        code = app(args=args or ["--help"], standalone_mode=False, prog_name="bandwall")
+    except BandwallError as exc:
+        err_console.print(f"error: {error_line(exc, args)}", markup=False, soft_wrap=True)
+        return 2
+    except TyperException as exc:
+        err_console.print(f"error: {exc.format_message()}", markup=False, soft_wrap=True)
+        return 2
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err_console.print("error: aborted", markup=False)
+        return 130
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

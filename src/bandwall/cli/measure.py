@@ -1,0 +1,566 @@
+"""CLI for measurement: `bench`, `launch`, `results`, `probe`, `monitor`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.table import Table
+
+from bandwall.errors import ConfigError, unknown_choice
+from bandwall.report.text import console, err_console, print_json
+from bandwall.units import parse_size, parse_size_range
+
+if TYPE_CHECKING:
+    from bandwall.measure.bench.runner import BenchConfig
+
+bench_app = typer.Typer(
+    help="Measure collectives and links over torch.distributed.", no_args_is_help=True
+)
+launch_app = typer.Typer(
+    help="Print Slurm or Kubernetes launchers that call torchrun.", no_args_is_help=True
+)
+results_app = typer.Typer(help="Stored bench runs.", no_args_is_help=True)
+
+Db = Annotated[
+    str | None,
+    typer.Option(
+        help="Results database (default: $BANDWALL_DB or ~/.local/share/bandwall/results.db)."
+    ),
+]
+Local = Annotated[int | None, typer.Option(help="Spawn N ranks on this machine.")]
+Backend = Annotated[str, typer.Option(help="auto (nccl on CUDA, else gloo), nccl or gloo.")]
+Timeout = Annotated[float, typer.Option(help="Seconds before a collective counts as hung.")]
+
+
+def _ops(text: str) -> tuple[str, ...]:
+    from bandwall.model.collectives import Op, parse_op
+
+    if text == "all":
+        return tuple(o.value for o in Op)
+    return tuple(parse_op(t).value for t in text.split(",") if t.strip())
+
+
+def _execute(cfg: BenchConfig, local: int | None) -> dict[str, Any] | None:
+    """Run under torchrun when its environment is set, else spawn --local ranks."""
+    from bandwall.measure.bench.launch import run_local, under_torchrun
+    from bandwall.measure.bench.runner import bench_worker
+
+    if under_torchrun():
+        out: dict[str, Any] | None = bench_worker(cfg)
+        return out
+    if local is None:
+        raise ConfigError(
+            "not under torchrun; give --local N to spawn N ranks here, or "
+            "launch with torchrun (see `bandwall launch slurm --help`)",
+            field="local",
+        )
+    return run_local(cfg, local)
+
+
+@bench_app.command("collectives")
+def bench_collectives(
+    ops: Annotated[str, typer.Option("--ops", "--op", help="Comma list or 'all'.")] = "all_reduce",
+    sizes: Annotated[
+        str, typer.Option(help="START:END[:xF] or a list; K/M/G = 1024^n.")
+    ] = "1K:64M",
+    warmup: Annotated[int, typer.Option(help="Untimed iterations per size.")] = 5,
+    iters: Annotated[int, typer.Option(help="Timed iterations per size.")] = 20,
+    dtype: Annotated[
+        str, typer.Option(help="float32, float64, bfloat16, float16, int32.")
+    ] = "float32",
+    inplace: Annotated[
+        bool, typer.Option(help="In-place buffers (as nccl-tests' in-place columns).")
+    ] = False,
+    check: Annotated[bool, typer.Option(help="Verify results (#wrong).")] = True,
+    backend: Backend = "auto",
+    timeout: Timeout = 300.0,
+    local: Local = None,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
+    inject_error: Annotated[bool, typer.Option(hidden=True)] = False,
+) -> None:
+    """nccl-tests-style collective benchmark: time percentiles, algbw, busbw, #wrong."""
+    from bandwall.measure.bench.runner import DTYPES, BenchConfig
+    from bandwall.report.bench_tables import collectives_table
+
+    if dtype not in DTYPES:
+        raise unknown_choice("dtype", dtype, DTYPES)
+    if warmup < 0 or iters < 1:
+        raise ConfigError("need --iters >= 1 and --warmup >= 0", field="iters")
+    if timeout <= 0:
+        raise ConfigError(f"must be positive, got {timeout}", field="timeout")
+    cfg = BenchConfig(
+        kind="collectives",
+        ops=_ops(ops),
+        sizes=tuple(int(s) for s in parse_size_range(sizes)),
+        warmup=warmup,
+        iters=iters,
+        dtype=dtype,
+        inplace=inplace,
+        check=check,
+        backend=backend,
+        timeout_s=timeout,
+        db=db,
+        inject_error=inject_error,
+        progress=not (as_json or as_csv),
+        args={"command": "bench collectives", "argv": sys.argv[1:]},
+    )
+    out = _execute(cfg, local)
+    if out is None:
+        return
+    _emit(
+        out["rows"],
+        as_json,
+        as_csv,
+        lambda: collectives_table(out["rows"], f"bench collectives · run {out['run_id']}"),
+    )
+    wrong = sum(r["wrong"] for r in out["rows"])
+    if wrong:
+        err_console.print(f"error: {wrong} wrong element(s) in the correctness check")
+        raise typer.Exit(1)
+
+
+@bench_app.command("links")
+def bench_links(
+    size: Annotated[str, typer.Option(help="Bulk message size for bandwidth.")] = "16M",
+    iters: Annotated[int, typer.Option(help="Bulk transfers per pair.")] = 10,
+    backend: Backend = "auto",
+    timeout: Timeout = 300.0,
+    local: Local = None,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+) -> None:
+    """Pairwise send/recv bandwidth and latency between every pair of ranks."""
+    from bandwall.measure.bench.runner import BenchConfig
+    from bandwall.report.bench_tables import links_tables
+
+    cfg = BenchConfig(
+        kind="links",
+        link_size=parse_size(size, "size"),
+        link_iters=iters,
+        backend=backend,
+        timeout_s=timeout,
+        db=db,
+        progress=not as_json,
+        args={"command": "bench links", "argv": sys.argv[1:]},
+    )
+    out = _execute(cfg, local)
+    if out is None:
+        return
+    rows = out["rows"]
+    if as_json:
+        print_json(rows)
+        return
+    world = max(max(r["src"], r["dst"]) for r in rows) + 1
+    for t in links_tables(rows, world):
+        console.print(t)
+
+
+def _emit(rows: list[dict[str, Any]], as_json: bool, as_csv: bool, table: Any) -> None:
+    if as_json:
+        print_json(rows)
+    elif as_csv:
+        _write_csv(rows, sys.stdout)
+    else:
+        console.print(table())
+
+
+def _write_csv(rows: list[dict[str, Any]], fh: Any) -> None:
+    if not rows:
+        return
+    w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+
+
+@bench_app.command("train")
+def bench_train(
+    model: Annotated[str, typer.Option(help="mlp, resnet-tiny or gpt-tiny.")] = "mlp",
+    warmup: Annotated[int, typer.Option(help="Untimed step pairs.")] = 2,
+    iters: Annotated[int, typer.Option(help="Timed step pairs (DDP step + no_sync step).")] = 8,
+    fabric: Annotated[
+        str | None, typer.Option(help="Also predict with this fabric, e.g. measured:lab1g.")
+    ] = None,
+    bandwidth: Annotated[
+        str | None, typer.Option(help="Link rate for the prediction (default: the lab's).")
+    ] = None,
+    backend: Backend = "auto",
+    timeout: Timeout = 300.0,
+    local: Local = None,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Real DDP training steps: step time, compute (no_sync) and exposed communication."""
+    from bandwall.measure.bench.launch import run_local, under_torchrun
+    from bandwall.measure.bench.runner import BenchConfig
+    from bandwall.measure.bench.train import MODELS, train_worker
+
+    if model not in MODELS:
+        raise unknown_choice("model", model, MODELS)
+    cfg = BenchConfig(
+        kind="train",
+        warmup=warmup,
+        iters=iters,
+        backend=backend,
+        timeout_s=timeout,
+        db=db,
+        progress=False,
+        args={"command": "bench train", "argv": sys.argv[1:]},
+    )
+    if under_torchrun():
+        out = train_worker(cfg, model)
+    elif local is None:
+        raise ConfigError("not under torchrun; give --local N to spawn N ranks here", field="local")
+    else:
+        out = run_local(cfg, local, worker=train_worker, worker_args=(model,))
+    if out is None:
+        return
+    row = dict(out["rows"][0])
+    if fabric:
+        from bandwall.catalog import load_catalog
+        from bandwall.measure.calibrate import predict_train
+        from bandwall.units import parse_rate_Gbps
+
+        rates = os.environ.get("BANDWALL_LAB_RATES_GBPS")
+        rate = (
+            parse_rate_Gbps(bandwidth, "bandwidth")
+            if bandwidth
+            else min(float(r) for r in rates.split(","))
+            if rates
+            else None
+        )
+        row |= predict_train(row, load_catalog().fabric(fabric), row["world_size"], rate)
+        row["fabric"] = fabric
+    if as_json:
+        print_json(row | {"run_id": out["run_id"]})
+        return
+    t = Table(title=f"bench train {model} · {row['world_size']} ranks · run {out['run_id']}")
+    for col in ("params", "step (ms)", "compute (ms)", "exposed comm (ms)", "comm eff."):
+        t.add_column(col, justify="right")
+    if fabric:
+        for col in ("predicted step (ms)", "error"):
+            t.add_column(col, justify="right")
+    cells = [
+        f"{row['params']:,}",
+        f"{row['step_median_s'] * 1e3:.1f}",
+        f"{row['compute_median_s'] * 1e3:.1f}",
+        f"{row['exposed_s'] * 1e3:.1f}",
+        f"{row['compute_median_s'] / row['step_median_s']:.1%}",
+    ]
+    if fabric:
+        cells += [f"{row['predicted_step_s'] * 1e3:.1f}", f"{row['error']:+.1%}"]
+    t.add_row(*cells)
+    console.print(t)
+
+
+@launch_app.command("slurm")
+def launch_slurm(
+    nodes: Annotated[int, typer.Option(min=1)] = 2,
+    gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
+    partition: Annotated[str | None, typer.Option()] = None,
+    time_limit: Annotated[str, typer.Option("--time")] = "00:30:00",
+    command: Annotated[
+        str, typer.Option(help="bandwall command each rank runs.")
+    ] = "bench collectives --ops all --sizes 1K:1G",
+) -> None:
+    """Print an sbatch script: srun starts one torchrun per node."""
+    from bandwall.measure.bench.launch import slurm_script
+
+    sys.stdout.write(slurm_script(nodes, gpus_per_node, command, partition, time_limit))
+
+
+@launch_app.command("k8s")
+def launch_k8s(
+    nodes: Annotated[int, typer.Option(min=1)] = 2,
+    gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
+    image: Annotated[
+        str, typer.Option(help="Container image with bandwall[bench].")
+    ] = "bandwall:latest",
+    name: Annotated[str, typer.Option()] = "bandwall-bench",
+    command: Annotated[
+        str, typer.Option(help="bandwall command each rank runs.")
+    ] = "bench collectives --ops all --sizes 1K:1G",
+) -> None:
+    """Print a Kubeflow PyTorchJob manifest."""
+    from bandwall.measure.bench.launch import k8s_manifest
+
+    sys.stdout.write(k8s_manifest(nodes, gpus_per_node, command, image, name))
+
+
+@results_app.command("list")
+def results_list(db: Db = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Every stored run, newest last."""
+    from bandwall.measure.bench.store import Store
+
+    with Store(db) as store:
+        runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
+    if as_json:
+        print_json(runs)
+        return
+    t = Table(title="bench runs")
+    for col in ("id", "created", "kind", "status", "ranks", "backend", "host", "rows", "error"):
+        t.add_column(col, overflow="fold")
+    for r in runs:
+        t.add_row(
+            str(r["id"]),
+            r["created_at"],
+            r["kind"],
+            r["status"],
+            str(r["world_size"]),
+            r["backend"],
+            str(r["host"]),
+            str(r["rows"]),
+            r["error"] or "",
+        )
+    console.print(t)
+
+
+@results_app.command("show")
+def results_show(
+    run_id: int, db: Db = None, as_json: Annotated[bool, typer.Option("--json")] = False
+) -> None:
+    """One run with its host, versions, arguments and measurements."""
+    from bandwall.measure.bench.store import Store
+    from bandwall.report.bench_tables import collectives_table, links_tables
+
+    with Store(db) as store:
+        run = store.run(run_id)
+        rows, links = store.results(run_id), store.links(run_id)
+    if as_json:
+        print_json({"run": run.__dict__, "results": rows, "links": links})
+        return
+    console.print(
+        f"run {run.id} · {run.kind} · {run.status} · {run.world_size} ranks · "
+        f"{run.backend} · {run.created_at} · {run.host.get('hostname')} · "
+        f"{run.versions}"
+    )
+    if run.error:
+        console.print(f"error: {run.error}", markup=False)
+    if rows:
+        console.print(collectives_table(rows, f"run {run.id}"))
+    if links:
+        for t in links_tables(links, run.world_size):
+            console.print(t)
+
+
+@results_app.command("export")
+def results_export(
+    run_id: int,
+    db: Db = None,
+    fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+) -> None:
+    """A run's measurements as JSON or CSV on stdout."""
+    from bandwall.measure.bench.store import Store
+
+    if fmt not in ("json", "csv"):
+        raise unknown_choice("format", fmt, ("json", "csv"))
+    with Store(db) as store:
+        run = store.run(run_id)
+        rows = store.results(run_id) or store.links(run_id)
+    if fmt == "json":
+        print_json({"run": run.__dict__, "rows": rows})
+    else:
+        buf = io.StringIO()
+        _write_csv(rows, buf)
+        sys.stdout.write(buf.getvalue())
+
+
+def probe_cmd(as_json: bool) -> None:
+    from bandwall.measure.bench.probe import probe
+
+    info = probe()
+    if as_json:
+        print_json(info)
+        return
+    g = info["gpus"]
+    t = Table(title="GPUs")
+    for col in ("index", "name", "memory GB", "NVLinks up", "PCIe"):
+        t.add_column(col)
+    for d in g["devices"]:
+        t.add_row(
+            str(d["index"]),
+            d["name"],
+            f"{d['memory_GB']:.0f}",
+            str(d["nvlinks_up"]),
+            f"Gen{d['pcie_gen']} x{d['pcie_width']}",
+        )
+    console.print(t if g["devices"] else f"GPUs: none ({g['reason']})")
+    t = Table(title="NICs")
+    for col in ("name", "state", "speed", "MTU", "driver", "NUMA"):
+        t.add_column(col)
+    for n in info["nics"]:
+        speed = f"{n['speed_Mbps'] / 1000:g} Gb/s" if n["speed_Mbps"] else "-"
+        t.add_row(
+            n["name"],
+            str(n["state"]),
+            speed,
+            str(n["mtu"]),
+            str(n["driver"]),
+            "-" if n["numa_node"] is None else str(n["numa_node"]),
+        )
+    console.print(t)
+    if info["rdma"]:
+        t = Table(title="RDMA ports")
+        for col in ("device", "port", "state", "rate", "link layer"):
+            t.add_column(col)
+        for p in info["rdma"]:
+            t.add_row(p["device"], p["port"], str(p["state"]), str(p["rate"]), str(p["link_layer"]))
+        console.print(t)
+    else:
+        console.print("RDMA: no devices under /sys/class/infiniband")
+    console.print(
+        "NUMA nodes: "
+        + (", ".join(f"{n['node']} (cpus {n['cpus']})" for n in info["numa"]) or "none reported")
+    )
+    tr = info["transport"]
+    console.print("torch.distributed: " + ", ".join(f"{k}={v}" for k, v in tr.items()))
+
+
+def monitor_cmd(
+    iface: list[str] | None,
+    interval: float,
+    count: int | None,
+    prometheus: str | None,
+    as_json: bool,
+) -> None:
+    from bandwall.measure.bench.monitor import PrometheusExporter, rates, sample
+
+    if interval <= 0:
+        raise ConfigError(f"must be positive, got {interval}", field="interval")
+    exporter = PrometheusExporter(prometheus) if prometheus else None
+    prev = sample(iface)
+    n = 0
+    live = None if as_json else Live(console=console, refresh_per_second=4, transient=False)
+    try:
+        if live:
+            live.start()
+        while count is None or n < count:
+            time.sleep(interval)
+            now = sample(iface)
+            r = rates(prev, now)
+            prev, n = now, n + 1
+            if exporter:
+                exporter.update(r)
+            if as_json:
+                print(json.dumps(r), flush=True)  # JSON lines: one object per sample
+            elif live:
+                live.update(_monitor_table(r))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if live:
+            live.stop()
+        if exporter:
+            exporter.close()
+
+
+def _monitor_table(r: dict[str, Any]) -> Table:
+    t = Table(
+        title=f"NIC counters (every {r['interval_s']:.1f} s) · TCP retransmits "
+        f"{r['tcp_retrans_per_s']:.1f}/s ({r['tcp_retrans_total']} total)"
+    )
+    for col in ("iface", "rx Gb/s", "tx Gb/s", "rx pkt/s", "tx pkt/s", "drops", "errors"):
+        t.add_column(col, justify="right" if col != "iface" else "left")
+    for name, v in r["ifaces"].items():
+        t.add_row(
+            name,
+            f"{v['rx_Gbps']:.3f}",
+            f"{v['tx_Gbps']:.3f}",
+            f"{v['rx_pps']:,.0f}",
+            f"{v['tx_pps']:,.0f}",
+            str(v["drops"]),
+            str(v["errors"]),
+        )
+    for port, v in r["rdma"].items():
+        t.add_row(
+            f"rdma {port}",
+            f"{v['rx_Gbps']:.3f}",
+            f"{v['tx_Gbps']:.3f}",
+            "-",
+            "-",
+            str(v["discards"]),
+            str(v["errors"]),
+        )
+    return t
+
+
+lab_app = typer.Typer(
+    help="An emulated cluster of network namespaces with shaped links (needs root).",
+    no_args_is_help=True,
+)
+
+
+@lab_app.command("up")
+def lab_up_cmd(
+    hosts: Annotated[int, typer.Option(help="Hosts (one rank each).")] = 4,
+    rate: Annotated[str, typer.Option(help="Link rate of every host, e.g. 1gbit.")] = "1gbit",
+    rates: Annotated[
+        str | None, typer.Option(help="Per-host rates, e.g. 1gbit,1gbit,250mbit.")
+    ] = None,
+    name: Annotated[str, typer.Option(help="Lab name (1-8 lowercase letters/digits).")] = "lab",
+) -> None:
+    """Create N namespaces on a bridge, each link shaped with tc tbf in both directions."""
+    from bandwall.measure.lab import lab_up
+
+    lab = lab_up(name, hosts, rate, rates)
+    console.print(
+        f"lab {lab.name}: {lab.hosts} hosts "
+        + ", ".join(f"{lab.address(i)} @ {r:g} Gb/s" for i, r in enumerate(lab.rates_Gbps))
+        + " · link latency is not emulated (no netem on this kernel)"
+    )
+
+
+@lab_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def lab_run_cmd(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Lab name.")],
+    straggler: Annotated[
+        str | None, typer.Option(help="Delay ranks, e.g. 2:0.05 (seconds per step).")
+    ] = None,
+    timeout: Annotated[
+        float | None, typer.Option(help="Kill the run after this many seconds.")
+    ] = None,
+) -> None:
+    """Run a command once per host (after --) with RANK, WORLD_SIZE, MASTER_ADDR set."""
+    from bandwall.measure.lab import lab_run
+
+    code = lab_run(name, list(ctx.args), straggler=straggler, timeout_s=timeout)
+    if code:
+        raise typer.Exit(code)
+
+
+@lab_app.command("down")
+def lab_down_cmd(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
+    """Remove exactly what `lab up` created."""
+    from bandwall.measure.lab import lab_down
+
+    removed = lab_down(name)
+    console.print(f"lab {name}: removed {len(removed)} namespaces")
+
+
+@lab_app.command("status")
+def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The labs that exist and whether their namespaces are intact."""
+    from bandwall.measure.lab import lab_status
+
+    labs = lab_status()
+    if as_json:
+        print_json(labs)
+        return
+    if not labs:
+        console.print("no labs")
+    for lab in labs:
+        console.print(
+            f"{lab['name']}: {lab['hosts']} hosts, rates "
+            f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s, "
+            f"{'ok' if lab['healthy'] else 'BROKEN (namespaces missing)'}"
+        )

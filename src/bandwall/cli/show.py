@@ -1,0 +1,157 @@
+"""CLI for showing results: `plot`, `report`, `serve`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from bandwall.cli.options import expand, request, with_request_options
+from bandwall.errors import ConfigError, unknown_choice
+from bandwall.report.text import console
+
+PLOT_KINDS = ("busbw", "scaling", "breakdown", "cost", "links")
+
+
+def _presets_list(text: str) -> list[str]:
+    from bandwall.plan.presets import presets
+
+    return [t.strip() for t in text.split(",") if t.strip()] if text else list(presets())
+
+
+def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
+    from bandwall.measure.bench.store import Store
+
+    with Store(db) as store:
+        run = store.latest() if ref == "latest" else store.run(int(ref)) if ref.isdigit() else None
+        if run is None:
+            raise ConfigError(f"{ref!r} must be a run id or 'latest'", field="results")
+        return run, store.results(run.id), store.links(run.id)
+
+
+def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
+    from bandwall.plan.api import scale
+
+    counts = [int(v) for v in expand("gpus", gpus)]
+    return {key: scale(request(fields, preset=key, gpus=counts[0]), counts) for key in keys}
+
+
+@with_request_options(skip=("preset",))
+def plot(
+    fields: dict[str, Any],
+    kind: Annotated[str, typer.Argument(help="busbw, scaling, breakdown, cost or links.")],
+    output: Annotated[str, typer.Option("-o", "--output", help="file.png or file.svg")],
+    presets_: Annotated[str, typer.Option("--presets", help="Presets (default: all).")] = "",
+    results: Annotated[str | None, typer.Option(help="Stored run id for busbw/links.")] = None,
+    op: Annotated[
+        str, typer.Option(help="busbw without --results: the op to model.")
+    ] = "all_reduce",
+    scaling_gpus: Annotated[str, typer.Option(help="scaling: GPU counts.")] = "64:8192:x2",
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
+) -> None:
+    """Draw one chart to PNG or SVG."""
+    from bandwall.report import figures, plots
+
+    if kind not in PLOT_KINDS:
+        raise unknown_choice("kind", kind, PLOT_KINDS)
+    if not (output.endswith(".png") or output.endswith(".svg")):
+        raise ConfigError(f"{output!r} must end in .png or .svg", field="output")
+    req = request(fields, preset=_presets_list(presets_)[0])
+    keys = _presets_list(presets_)
+    if kind in ("busbw", "links") and results:
+        run, rows, links = _stored(results, db)
+        if kind == "links":
+            if not links:
+                raise ConfigError(f"run {run.id} has no link matrix (bench links)", field="results")
+            fig = figures.links_figure(run, links)
+        else:
+            if not rows:
+                raise ConfigError(f"run {run.id} has no collective rows", field="results")
+            from bandwall.measure.calibrate import nominal_rate_Gbps
+
+            bw = req.bandwidth_Gbps or nominal_rate_Gbps(run)
+            fig = figures.busbw_run_figure(run, rows, req.fabric, bw)
+    elif kind == "links":
+        raise ConfigError(
+            "the link heatmap needs --results RUN_ID of a bench links run", field="results"
+        )
+    elif kind == "busbw":
+        from bandwall.model.collectives import parse_op
+        from bandwall.model.topology import build_topology
+
+        gpn = req.gpus_per_node or 8
+        fabric = req.fabric or "ib-ndr"
+        topo = build_topology(gpus_per_node=gpn, scale_out=fabric, gpu=req.gpu or "H100-SXM")
+        fig = figures.busbw_model_figure(parse_op(op), req.gpus, topo, f"{fabric}, {gpn}/node")
+    elif kind == "scaling":
+        curves = _scaling_plans(fields, keys, scaling_gpus)
+        first = next(iter(curves.values()))
+        fig = figures.scaling_figure(
+            curves, f"{first[0].workload.name}: efficiency and goodput vs GPUs"
+        )
+    else:
+        from bandwall.plan.api import compare
+
+        plans = compare(req, keys)
+        fig = figures.breakdown_figure(plans) if kind == "breakdown" else figures.cost_figure(plans)
+    plots.save(fig, output)
+    console.print(f"wrote {output}")
+
+
+@with_request_options(skip=("preset",))
+def report(
+    fields: dict[str, Any],
+    output: Annotated[str, typer.Option("-o", "--output", help="report.html")] = "report.html",
+    presets_: Annotated[str, typer.Option("--presets", help="Presets (default: all).")] = "",
+    results: Annotated[list[str] | None, typer.Option(help="Stored run ids to include.")] = None,
+    scaling_gpus: Annotated[
+        str | None, typer.Option(help="Add scaling curves over these GPU counts, e.g. 64:4096:x2.")
+    ] = None,
+    no_plan: Annotated[bool, typer.Option("--no-plan", help="Only the stored runs.")] = False,
+    db: Annotated[str | None, typer.Option(help="Results database.")] = None,
+) -> None:
+    """Write one self-contained HTML file: plans, bench runs, plots and assumptions."""
+    from bandwall.measure.calibrate import nominal_rate_Gbps
+    from bandwall.plan.api import compare
+    from bandwall.report import html
+
+    req = request(fields, preset=_presets_list(presets_)[0])
+    keys = _presets_list(presets_)
+    sections = []
+    notes: list[str] = []
+    if not no_plan:
+        plans = compare(req, keys)
+        sections.append(html.plans_section(plans))
+        for p in plans:
+            notes.extend(n for n in p.notes if n not in notes)
+    if scaling_gpus:
+        sections.append(html.scaling_section(_scaling_plans(fields, keys, scaling_gpus)))
+    for ref in results or []:
+        run, rows, links = _stored(ref, db)
+        bw = req.bandwidth_Gbps or nominal_rate_Gbps(run)
+        sections.append(html.results_section(run, rows, links, req.fabric, bw))
+    if not sections:
+        raise ConfigError("nothing to report; drop --no-plan or add --results", field="report")
+    Path(output).write_text(html.render(sections, "bandwall report", notes), encoding="utf-8")
+    console.print(f"wrote {output}")
+
+
+def serve(
+    host: Annotated[
+        str, typer.Option(help="Interface to bind (loopback by default).")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    db: Annotated[str | None, typer.Option(help="Results database to show.")] = None,
+) -> None:
+    """The local dashboard: interactive planner, stored runs, JSON API (/openapi.json)."""
+    try:
+        import uvicorn
+    except ImportError:
+        raise ConfigError(
+            "needs the web extra; pip install 'bandwall[web]'", field="serve"
+        ) from None
+    from bandwall.web import create_app
+
+    console.print(f"bandwall dashboard on http://{host}:{port}/ (API schema: /openapi.json)")
+    uvicorn.run(create_app(db), host=host, port=port, log_level="warning")

@@ -1,0 +1,96 @@
+"""A resolved cluster: GPUs, links, prices and fault settings as the model sees them.
+
+Numeric fields may be numpy arrays that broadcast with the layouts being priced, so one
+evaluation covers a sweep over GPU counts, bandwidths, oversubscription or prices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bandwall.catalog import FailureSpec, GpuSpec, Precision
+from bandwall.model.topology import Link, Numeric, Topology
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """GPUs in nodes in sites, one link type per level, prices and failure rates."""
+
+    preset: str
+    provider: str
+    gpu: GpuSpec
+    precision: Precision
+    num_gpus: Numeric
+    gpus_per_node: int
+    sites: int
+    scale_up: Link | None
+    scale_out: Link | None
+    wan: Link | None
+    nics_per_node: float
+    oversubscription: Numeric
+    tcp_streams: int
+    price_per_gpu_hour_usd: Numeric
+    virtualization_overhead: float
+    egress_usd_per_GB: float
+    straggler_fraction: float = 0.0
+    straggler_slowdown: float = 0.0
+    failures: FailureSpec | None = None
+    checkpoint_write_GBps_per_node: float = 10.0
+    checkpoint_write_cap_GBps: float = 2000.0
+    restart_s: float = 600.0
+    fabric_health: Numeric = 1.0
+    """Share of scale-out bandwidth left after failed or slow links (1 = healthy)."""
+    failed_links: Numeric = 0
+    routing: str = "adaptive"
+
+    @property
+    def peak_flops(self) -> float:
+        """Dense peak FLOP/s of one GPU at the cluster's precision."""
+        return self.gpu.peak_flops(self.precision)
+
+    @property
+    def memory_bytes(self) -> float:
+        """Device memory of one GPU in bytes."""
+        return self.gpu.memory_GB * 1e9
+
+    def nodes(self) -> Numeric:
+        return np.ceil(np.asarray(self.num_gpus, dtype=np.float64) / self.gpus_per_node)
+
+    def nodes_per_site(self) -> Numeric:
+        return np.ceil(np.asarray(self.nodes(), dtype=np.float64) / self.sites)
+
+    def checkpoint_write_GBps(self) -> Numeric:
+        """Aggregate checkpoint write rate: every node writes its shard, up to the storage cap."""
+        return np.minimum(
+            np.asarray(self.nodes()) * self.checkpoint_write_GBps_per_node,
+            self.checkpoint_write_cap_GBps,
+        )
+
+    def group_topology(self, stride: Numeric) -> Topology:
+        """Topology seen by a parallel group whose members are `stride` ranks apart.
+
+        Ranks fill a node, then a site. A group with stride s has G/s members per node when
+        s < G (else one), and gets that share of the node's NICs, since every group on the node
+        communicates at the same time.
+        """
+        G = self.gpus_per_node
+        # invalid layouts (masked later) may give fractional strides; keep them in range
+        s = np.maximum(np.asarray(stride, dtype=np.float64), 1.0)
+        per_node = np.where(s < G, np.maximum(np.floor(G / s), 1.0), 1.0)
+        nics = self.nics_per_node * per_node / G
+        nodes_per_site: Numeric | None = None
+        if self.sites > 1:
+            members_per_site = np.maximum(np.floor(G * np.asarray(self.nodes_per_site()) / s), 1.0)
+            nodes_per_site = np.maximum(np.floor(members_per_site / per_node), 1.0)
+        return Topology(
+            gpus_per_node=per_node,
+            scale_up=self.scale_up,
+            scale_out=self.scale_out,
+            nics_per_node=nics,
+            oversubscription=np.asarray(self.oversubscription) / np.asarray(self.fabric_health),
+            nodes_per_site=nodes_per_site,
+            wan=self.wan if self.sites > 1 else None,
+            tcp_streams=self.tcp_streams,
+        )

@@ -1,0 +1,48 @@
+"""Data-parallel synchronisation: bucketed gradient all-reduce overlapped with backward
+(DDP / ZeRO-1/2), FSDP's per-micro-batch gathers, compression and local SGD (DiLoCo)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+#: Share of a micro-batch's compute that is backward (backward ≈ 2 × forward).
+BACKWARD_SHARE = 2 / 3
+#: Bytes per kept element of a top-k sparsified gradient: a bf16 value and an int32 index.
+TOPK_BYTES_PER_ELEMENT = 2 + 4
+
+
+def grad_bytes_per_param(grad_dtype: str, compression: str) -> float:
+    """Bytes per gradient element on the wire: the reduction dtype, or 1 with int8."""
+    if compression == "int8":
+        return 1.0
+    return 4.0 if grad_dtype == "fp32" else 2.0
+
+
+def ddp_exposed_s(reduce_s: Any, backward_window_s: Any, last_bucket_s: Any) -> Any:
+    """Exposed data-parallel time with bucketed reduction overlapped with backward (PyTorch
+    DDP, Li et al. 2020): what the backward window cannot hide, and never less than the last
+    bucket, which only starts once backward is done."""
+    return np.maximum(reduce_s - backward_window_s, last_bucket_s)
+
+
+def last_bucket_share(bucket_MiB: float, grad_bytes: Any) -> Any:
+    """Share of the gradients in the last bucket (1 when they fit in one)."""
+    return np.minimum(1.0, bucket_MiB * 2**20 / np.maximum(grad_bytes, 1.0))
+
+
+def fsdp_exposed_s(
+    per_microbatch_s: Any, window_s: Any, layers_per_stage: Any, micro_batches: Any
+) -> Any:
+    """FSDP/ZeRO-3 per step: every micro-batch gathers weights (forward and backward) and
+    reduce-scatters gradients, prefetched layer by layer behind compute; at least one layer's
+    share is never hidden (Zhao et al. 2023, PyTorch FSDP)."""
+    return micro_batches * np.maximum(
+        per_microbatch_s - window_s, per_microbatch_s / np.maximum(layers_per_stage, 1.0)
+    )
+
+
+def ring_share(ranks: Any) -> Any:
+    """(n-1)/n: the share of a buffer each rank sends in a ring reduce-scatter/all-gather."""
+    return (ranks - 1) / ranks

@@ -1,0 +1,428 @@
+"""The one place the cost terms are composed: a batch of layouts on a cluster → `Metrics`.
+
+Every array in the result has one element per layout (layouts and cluster fields broadcast
+together). `plan`, `sweep`, `compare`, `scale`, the layout search, `calibrate` and `validate`
+all call `evaluate`; nothing else adds terms up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bandwall.model import compute, cost, data_parallel, faults, memory, parallel, pipeline
+from bandwall.model.cluster import Cluster
+from bandwall.model.collectives import Algo, Op, collective_time_s
+from bandwall.model.layout import LayoutArrays, Mitigation, Recompute, Schedule, check_layouts
+from bandwall.workloads import Transformer, Workload
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Chinchilla-optimal budget when none is given (Hoffmann et al. 2022: ~20 tokens/param).
+CHINCHILLA_TOKENS_PER_PARAM = 20
+#: ImageNet epochs when none are given (Goyal et al. 2017 train ResNet-50 for 90).
+DEFAULT_CNN_EPOCHS = 90
+
+
+#: What a plan's assumptions section lists: the model's choices, one line per term.
+ASSUMPTIONS = [
+    "Compute: FLOPs per token = 6 x matmul parameters used + 12 x layers x heads x head_dim x "
+    "seq_len (PaLM appendix B); CNNs use measured per-sample FLOPs x 3; GPUs sustain "
+    "compute_efficiency x dense peak, less the provider's virtualization overhead.",
+    "Rank order tp-cp-ep-dp-pp (Megatron-LM): TP inside a node, PP outermost; each group gets "
+    "its share of its node's NICs.",
+    "TP: 4 all-reduce-equivalents of the micro-batch activations per layer (forward and "
+    "backward, sequence parallel), exposed unless tp_overlap > 0.",
+    "CP: all-gather of K/V in forward and reduce-scatter of dK/dV in backward per layer, "
+    "hidden behind attention compute where it fits.",
+    "EP: dispatch and combine all-to-all in forward and backward per MoE layer, exposed unless "
+    "ep_overlap > 0.",
+    "PP: 1F1B or interleaved schedule; bubble = (pp-1)/v micro-batch slots; activations sent "
+    "to the next stage overlap compute except during fill and drain.",
+    "DP: gradients reduced once per step (ZeRO-1/2: reduce-scatter + all-gather; FSDP: "
+    "all-gather twice and reduce-scatter per micro-batch), overlapped with the last "
+    "micro-batch's backward; the last bucket is always exposed.",
+    "DiLoCo/local-SGD: each data-parallel replica is a worker; the outer all-reduce happens "
+    "every H steps, not overlapped. Its effect on model quality is NOT modelled (DiLoCo reports "
+    "parity at moderate H; check for your model).",
+    "Memory: bf16 weights, grads in the reduction dtype, 12 B/param Adam state (sharded by "
+    "ZeRO stage), activations 34·h bytes per token per layer with selective recomputation "
+    "(Korthikanti et al. 2022), times in-flight micro-batches on the first stage; "
+    "90% of device memory usable.",
+    "Stragglers: a fraction f of GPUs running x slower delays every synchronous step by x "
+    "whenever at least one is in the job (probability 1-(1-f)^n); backup workers cost f/(1-f) "
+    "extra compute instead; asynchronous outer steps (local SGD) cost only the mean, f*x.",
+    "Failures: per-component rates (Llama 3 fleet) give the job MTBF; checkpoints of 14 B/param "
+    "written at min(nodes x per-node rate, storage cap), every Daly-optimal interval, and read "
+    "back at the same rate on restart; goodput by Daly's expected-wall-time formula with the "
+    "provider's restart time plus that restore.",
+    "Degraded fabric: failed scale-out links cut bandwidth to (L-K)/L with adaptive routing; "
+    "with static ECMP hashing the most loaded survivor sets the pace (balls into bins).",
+]
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """Strategy settings shared by every layout of one evaluation."""
+
+    global_batch: Any
+    """Sequences (or images) per step; scalar or array."""
+    recompute: Recompute = Recompute.AUTO
+    grad_dtype: str = "bf16"
+    compression: str = "none"
+    local_sgd_steps: int = 1
+    overlap: bool = True
+    tp_overlap: float = 0.0
+    ep_overlap: float = 0.0
+    bucket_MiB: float = 25.0
+    compute_efficiency: float | None = None
+    straggler_mitigation: Mitigation = Mitigation.NONE
+    schedule: Schedule = Schedule.INTERLEAVED
+    tokens: float | None = None
+    epochs: float | None = None
+
+
+def topk_ratio(compression: str) -> float | None:
+    """The kept share of a 'topk:RATIO' compression, or None."""
+    return float(compression.split(":", 1)[1]) if compression.startswith("topk:") else None
+
+
+#: Metrics that are whole numbers for a valid layout (printed and serialised as integers).
+COUNT_FIELDS = frozenset(
+    {"gpus", "tp", "pp", "cp", "ep", "dp", "zero", "micro_batch", "micro_batches"}
+    | {"virtual_stages", "global_batch", "rule"}
+)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Everything the model says about each layout; units in every name.
+
+    The time terms compute_s + dp_s + tp_s + pp_s + ep_s + cp_s + bubble_s + straggler_s add
+    up to step_time_s.
+    """
+
+    gpus: FloatArray
+    tp: FloatArray
+    pp: FloatArray
+    cp: FloatArray
+    ep: FloatArray
+    dp: FloatArray
+    zero: FloatArray
+    micro_batch: FloatArray
+    micro_batches: FloatArray
+    """Micro-batches per step per pipeline (gradient-accumulation steps)."""
+    virtual_stages: FloatArray
+    global_batch: FloatArray
+    rule: npt.NDArray[np.int64]
+    """The first layout rule broken (0: valid); see `bandwall.model.layout.Rule`."""
+    valid: npt.NDArray[np.bool_]
+    fits: npt.NDArray[np.bool_]
+    step_time_s: FloatArray
+    compute_s: FloatArray
+    exposed_comm_s: FloatArray
+    dp_s: FloatArray
+    tp_s: FloatArray
+    pp_s: FloatArray
+    ep_s: FloatArray
+    cp_s: FloatArray
+    bubble_s: FloatArray
+    straggler_s: FloatArray
+    comm_efficiency: FloatArray
+    """compute_s / step_time_s."""
+    mfu: FloatArray
+    """Model FLOPs per second over the dense peak of all GPUs."""
+    tflops_per_gpu: FloatArray
+    tokens_per_s: FloatArray
+    samples_per_s: FloatArray
+    dp_bytes_per_gpu: FloatArray
+    """Bytes each GPU sends for data parallelism per step (ring-equivalent volume)."""
+    memory_bytes: FloatArray
+    """Bytes per GPU on the fullest (first) pipeline stage."""
+    memory_weights_bytes: FloatArray
+    memory_grads_bytes: FloatArray
+    memory_optimizer_bytes: FloatArray
+    memory_activations_bytes: FloatArray
+    memory_capacity_bytes: FloatArray
+    """Usable device memory."""
+    recompute_share: FloatArray
+    """Share of layers fully recomputed (AUTO recomputation)."""
+    mtbf_s: FloatArray
+    checkpoint_write_s: FloatArray
+    checkpoint_interval_s: FloatArray
+    restart_s: FloatArray
+    goodput: FloatArray
+    steps: FloatArray
+    ideal_time_s: FloatArray
+    """Time to train without failures."""
+    time_to_train_s: FloatArray
+    gpu_hours: FloatArray
+    price_per_gpu_hour_usd: FloatArray
+    gpu_cost_usd: FloatArray
+    egress_bytes: FloatArray
+    egress_usd: FloatArray
+    cost_usd: FloatArray
+    failure_cost_usd: FloatArray
+    """What failures add to the cost: (time to train − ideal time) × GPUs × price."""
+
+    def row(self, i: int) -> dict[str, Any]:
+        """One layout's metrics as plain Python numbers (whole counts as int)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = np.asarray(getattr(self, f.name)).reshape(-1)[i].item()
+            if f.name in COUNT_FIELDS and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            out[f.name] = value
+        return out
+
+    def take(self, index: Any) -> Metrics:
+        """The rows at `index` (an integer array or a boolean mask)."""
+        return Metrics(
+            **{
+                f.name: np.asarray(getattr(self, f.name)).reshape(-1)[index]
+                for f in dataclasses.fields(self)
+            }
+        )
+
+    def __len__(self) -> int:
+        return int(np.size(self.step_time_s))
+
+
+def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> Any:
+    """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
+    t = collective_time_s(op, Algo.AUTO, size, ranks, cl.group_topology(stride))
+    return np.where(np.asarray(size) > 0, t, 0.0)
+
+
+def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
+    """Price one training step, the whole run, its failures and its cost for every layout."""
+    with np.errstate(all="ignore"):
+        return _evaluate(w, cl, lay, opt)
+
+
+def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
+    tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
+        cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
+    )
+    rule = check_layouts(
+        w,
+        cl,
+        lay,
+        gb,
+        schedule=opt.schedule,
+        local_sgd_steps=opt.local_sgd_steps,
+        mitigation=opt.straggler_mitigation,
+    )
+    rule = np.broadcast_to(rule, tp.shape)
+    dp = n / (tp * pp * cp)
+    m = gb / (dp * mb)
+    eff = opt.compute_efficiency or w.compute_efficiency
+    rate = compute.sustained_flops(cl.peak_flops, eff, cl.virtualization_overhead)
+    grad_b = data_parallel.grad_bytes_per_param(opt.grad_dtype, opt.compression)
+    flops_per_sample = compute.training_flops_per_sample(w)
+    params = float(w.params)
+
+    if isinstance(w, Transformer):
+        seq, h = float(w.seq_len), float(w.hidden)
+        tokens_per_sample = seq
+        layers_ps = np.ceil(w.layers / pp)
+        moe_ps = w.moe_layers / pp
+        routed = float(w.routed_expert_params)
+    else:
+        seq = h = 0.0
+        tokens_per_sample = 1.0
+        layers_ps = np.ones_like(tp)
+        moe_ps = np.zeros_like(tp)
+        routed = 0.0
+
+    # --- memory ---------------------------------------------------------------------------
+    dense_local = (params - routed) / (tp * pp)
+    expert_local = routed / (tp * pp * ep)
+    dp_expert = dp / ep
+    weights, grads, optimizer = memory.state_bytes(
+        dense_local, expert_local, dp, dp_expert, zero, grad_b, opt.local_sgd_steps
+    )
+    static = weights + grads + optimizer
+    capacity = memory.usable_memory_bytes(cl.memory_bytes)
+    if isinstance(w, Transformer):
+        acts, recompute_share = memory.transformer_activation_bytes(
+            w, opt.recompute, tp, pp, cp, mb, m, v, static, capacity
+        )
+    else:
+        acts = w.activation_bytes_per_sample * mb + np.zeros_like(static)
+        recompute_share = np.zeros_like(static)
+    mem_total = static + acts
+
+    # --- compute --------------------------------------------------------------------------
+    t_mb = compute.microbatch_compute_s(flops_per_sample, mb, tp * cp * pp, rate, recompute_share)
+    compute_s = m * t_mb
+
+    # --- tensor, context and expert parallelism, per micro-batch per stage ---------------
+    tp_ar = _coll(Op.ALL_REDUCE, parallel.tp_bytes(mb, seq, h, cp), tp, cl, 1.0)
+    tp_exp = parallel.tp_microbatch_s(layers_ps, tp_ar, opt.tp_overlap)
+    if isinstance(w, Transformer):
+        kv = parallel.cp_kv_bytes(mb, seq, float(w.kv_dim))
+        cp_exp = parallel.cp_microbatch_s(
+            layers_ps,
+            _coll(Op.ALL_GATHER, kv, cp, cl, tp),
+            _coll(Op.REDUCE_SCATTER, kv, cp, cl, tp),
+            w.attention_flops_fraction * t_mb,
+        )
+        a2a = parallel.ep_bytes(mb, seq, tp, cp, float(w.top_k), h)
+        ep_exp = parallel.ep_microbatch_s(
+            moe_ps, _coll(Op.ALL_TO_ALL, a2a, ep, cl, tp * cp), opt.ep_overlap
+        )
+    else:
+        cp_exp = ep_exp = np.zeros_like(tp)
+    stage = t_mb + tp_exp + cp_exp + ep_exp
+
+    # --- pipeline ---------------------------------------------------------------------------
+    p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp)
+    bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m)
+
+    # --- data parallelism -----------------------------------------------------------------
+    dense_b, expert_b = dense_local * grad_b, expert_local * grad_b
+    H = opt.local_sgd_steps
+    ratio = topk_ratio(opt.compression)
+    if ratio is not None:
+        sparse = ratio * (dense_local + expert_local) * data_parallel.TOPK_BYTES_PER_ELEMENT
+        t_reduce = _coll(Op.ALL_GATHER, sparse * dp, dp, cl, tp * cp)
+    else:
+        t_reduce = _coll(Op.ALL_REDUCE, dense_b, dp, cl, tp * cp) + _coll(
+            Op.ALL_REDUCE, expert_b, dp_expert, cl, tp * cp * ep
+        )
+    window = data_parallel.BACKWARD_SHARE * t_mb if opt.overlap else 0.0
+    last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
+    ddp_s = data_parallel.ddp_exposed_s(t_reduce, window, last_bucket)
+    if H > 1:
+        ddp_s = t_reduce / H
+    w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
+    fsdp_mb = (
+        2
+        * (
+            _coll(Op.ALL_GATHER, w_dense * dp, dp, cl, tp * cp)
+            + _coll(Op.ALL_GATHER, w_exp * dp_expert, dp_expert, cl, tp * cp * ep)
+        )
+        + _coll(Op.REDUCE_SCATTER, dense_b * dp, dp, cl, tp * cp)
+        + _coll(Op.REDUCE_SCATTER, expert_b * dp_expert, dp_expert, cl, tp * cp * ep)
+    )
+    fsdp_s = data_parallel.fsdp_exposed_s(fsdp_mb, t_mb if opt.overlap else 0.0, layers_ps, m)
+    dp_s = np.where(zero >= 3, fsdp_s, ddp_s)
+    share, share_e = data_parallel.ring_share(dp), data_parallel.ring_share(dp_expert)
+    ddp_bytes = 2 * (share * dense_b + share_e * expert_b) / H
+    fsdp_bytes = m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
+    dp_bytes = np.where(zero >= 3, fsdp_bytes, ddp_bytes)
+
+    # --- stragglers and the step ------------------------------------------------------------
+    straggler = faults.straggler_s(
+        compute_s,
+        cl.straggler_fraction,
+        cl.straggler_slowdown,
+        n,
+        opt.straggler_mitigation.value,
+    )
+    tp_s, cp_s, ep_s = m * tp_exp, m * cp_exp, m * ep_exp
+    exposed = tp_s + cp_s + ep_s + pp_s + dp_s
+    step = compute_s + exposed + bubble_s + straggler
+    tokens_step = gb * tokens_per_sample
+    flops_step = gb * flops_per_sample
+
+    # --- failures and checkpoints -------------------------------------------------------------
+    write_s = faults.checkpoint_write_s(params, cl.checkpoint_write_GBps()) + np.zeros_like(step)
+    restart = cl.restart_s + write_s
+    if cl.failures is None:
+        mtbf = np.full(step.shape, math.inf)
+        interval = np.full(step.shape, math.inf)
+        good = np.ones(step.shape)
+    else:
+        nodes = np.asarray(cl.nodes(), dtype=np.float64)
+        nics = nodes * cl.nics_per_node
+        mtbf = faults.job_mtbf_s(cl.failures, n, nodes, nics, nics) + np.zeros_like(step)
+        interval = faults.daly_interval_s(write_s, mtbf)
+        good = faults.goodput(interval, write_s, restart, mtbf)
+
+    # --- budget and cost --------------------------------------------------------------------
+    if isinstance(w, Transformer):
+        tokens = opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params
+        steps = tokens / tokens_step
+    else:
+        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / gb
+    ideal = steps * step
+    wall = ideal / good
+    hours = cost.gpu_hours(n, wall)
+    egress_step = cost.egress_bytes_per_step(
+        cl.sites,
+        pp,
+        isinstance(w, Transformer),
+        gb * seq * h * memory.ACT_BYTES,
+        params * (4.0 if opt.grad_dtype == "fp32" else 2.0),
+        H,
+    )
+    egress = egress_step * steps
+    gpu_usd = hours * price
+    egress_usd = egress / 1e9 * cl.egress_usd_per_GB
+
+    shape = step.shape
+
+    def full(x: Any) -> Any:
+        return np.broadcast_to(np.asarray(x), shape)
+
+    return Metrics(
+        gpus=full(n),
+        tp=full(tp),
+        pp=full(pp),
+        cp=full(cp),
+        ep=full(ep),
+        dp=full(dp),
+        zero=full(zero),
+        micro_batch=full(mb),
+        micro_batches=full(m),
+        virtual_stages=full(v),
+        global_batch=full(gb),
+        rule=full(rule),
+        valid=full(rule == 0),
+        fits=full(mem_total <= capacity),
+        step_time_s=step,
+        compute_s=full(compute_s),
+        exposed_comm_s=full(exposed),
+        dp_s=full(dp_s),
+        tp_s=full(tp_s),
+        pp_s=full(pp_s),
+        ep_s=full(ep_s),
+        cp_s=full(cp_s),
+        bubble_s=full(bubble_s),
+        straggler_s=full(straggler),
+        comm_efficiency=full(compute_s / step),
+        mfu=full(flops_step / (step * n * cl.peak_flops)),
+        tflops_per_gpu=full(flops_step / (step * n) / 1e12),
+        tokens_per_s=full(tokens_step / step),
+        samples_per_s=full(gb / step),
+        dp_bytes_per_gpu=full(dp_bytes),
+        memory_bytes=full(mem_total),
+        memory_weights_bytes=full(weights),
+        memory_grads_bytes=full(grads),
+        memory_optimizer_bytes=full(optimizer),
+        memory_activations_bytes=full(acts),
+        memory_capacity_bytes=full(capacity),
+        recompute_share=full(recompute_share),
+        mtbf_s=full(mtbf),
+        checkpoint_write_s=full(write_s),
+        checkpoint_interval_s=full(interval),
+        restart_s=full(restart),
+        goodput=full(good),
+        steps=full(steps),
+        ideal_time_s=full(ideal),
+        time_to_train_s=full(wall),
+        gpu_hours=full(hours),
+        price_per_gpu_hour_usd=full(price),
+        gpu_cost_usd=full(gpu_usd),
+        egress_bytes=full(egress),
+        egress_usd=full(egress_usd),
+        cost_usd=full(gpu_usd + egress_usd),
+        failure_cost_usd=full(cost.gpu_hours(n, wall - ideal) * price),
+    )

@@ -1,0 +1,227 @@
+"""Parallel layouts as arrays, and the one validity mask every caller uses.
+
+A layout is (tp, pp, cp, ep, zero, micro_batch, virtual_stages) for a given GPU count and
+global batch; arrays of layouts broadcast together. `check_layouts` returns, per layout, the
+first rule it breaks (0 if none); `explain` turns a broken rule into the one-line message and
+the request field it is about. `plan`, `sweep`, the layout search, `scale`, `compare` and
+`calibrate` all go through these two functions, so they refuse the same layouts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bandwall.errors import LayoutError
+from bandwall.model.cluster import Cluster
+from bandwall.model.vocab import Mitigation, Recompute, Schedule
+from bandwall.workloads import Transformer, Workload
+
+IntArray = npt.NDArray[np.int64]
+
+
+__all__ = [
+    "LAYOUT_AXES",
+    "LayoutArrays",
+    "Mitigation",
+    "Recompute",
+    "RULE_FIELD",
+    "Rule",
+    "Schedule",
+    "check_layouts",
+    "explain",
+]
+
+LAYOUT_AXES = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
+
+
+@dataclass(frozen=True)
+class LayoutArrays:
+    """A batch of layouts to evaluate at once; every field broadcasts with the others."""
+
+    tp: Any
+    pp: Any
+    cp: Any
+    ep: Any
+    zero: Any
+    micro_batch: Any
+    virtual_stages: Any
+
+    def floats(self, *others: Any) -> tuple[npt.NDArray[np.float64], ...]:
+        """All axes (and `others`) broadcast together as float arrays."""
+        return tuple(
+            np.asarray(a, dtype=np.float64)
+            for a in np.broadcast_arrays(*(getattr(self, k) for k in LAYOUT_AXES), *others)
+        )
+
+
+class Rule(IntEnum):
+    """Layout rules, in the order they are checked (the first broken one is reported): the
+    rules about a single axis come before the ones about how the axes multiply."""
+
+    OK = 0
+    CNN_MODEL_PARALLEL = 1
+    TP_NEEDS_SCALE_UP = 2
+    TP_IN_NODE = 3
+    TP_HEADS = 4
+    GPUS_DIVISIBLE = 5
+    PP_LAYERS = 6
+    INTERLEAVE_NEEDS_PP = 7
+    INTERLEAVE_SCHEDULE = 8
+    CP_SEQUENCE = 9
+    EP_DENSE = 10
+    EP_DIVIDES = 11
+    BATCH_DIVISIBLE = 12
+    ASYNC_NEEDS_LOCAL_SGD = 13
+    LOCAL_SGD_REPLICAS = 14
+
+
+def check_layouts(
+    w: Workload,
+    cl: Cluster,
+    lay: LayoutArrays,
+    global_batch: Any,
+    *,
+    schedule: Schedule,
+    local_sgd_steps: int,
+    mitigation: Mitigation,
+) -> IntArray:
+    """The first broken `Rule` per layout (0 where the layout is valid). Memory fit is not a
+    rule here: the engine computes it (`fits`) from the same layouts."""
+    tp, pp, cp, ep, zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
+    G = float(cl.gpus_per_node)
+    model_par = tp * pp * cp
+    dp = n / model_par
+    is_tf = isinstance(w, Transformer)
+    checks: list[tuple[Rule, npt.NDArray[np.bool_]]] = [
+        (Rule.CNN_MODEL_PARALLEL, np.full(tp.shape, not is_tf) & (model_par * ep > 1)),
+        (Rule.TP_NEEDS_SCALE_UP, (tp > 1) & (G == 1)),
+        (Rule.TP_IN_NODE, (tp > G) | (np.mod(G, tp) != 0)),
+    ]
+    if isinstance(w, Transformer):
+        kv = float(w.kv_heads or w.heads)
+        checks.append((Rule.TP_HEADS, (np.mod(w.heads, tp) != 0) | (np.mod(kv, tp) != 0)))
+    checks.append((Rule.GPUS_DIVISIBLE, np.mod(n, model_par) != 0))
+    if isinstance(w, Transformer):
+        checks.append((Rule.PP_LAYERS, pp * v > w.layers))
+    checks += [
+        (Rule.INTERLEAVE_NEEDS_PP, (v > 1) & (pp == 1)),
+        (Rule.INTERLEAVE_SCHEDULE, (v > 1) & (schedule is Schedule.ONE_F_ONE_B)),
+    ]
+    if isinstance(w, Transformer):
+        checks += [
+            (Rule.CP_SEQUENCE, np.mod(w.seq_len, cp) != 0),
+            (Rule.EP_DENSE, (ep > 1) & (not w.is_moe)),
+            (Rule.EP_DIVIDES, (np.mod(w.experts, ep) != 0) | (np.mod(np.floor(dp), ep) != 0)),
+        ]
+    checks += [
+        (Rule.BATCH_DIVISIBLE, (np.mod(gb, np.maximum(np.floor(dp), 1) * mb) != 0) | (dp < 1)),
+        (
+            Rule.ASYNC_NEEDS_LOCAL_SGD,
+            np.full(tp.shape, mitigation is Mitigation.ASYNC and local_sgd_steps == 1),
+        ),
+        (Rule.LOCAL_SGD_REPLICAS, (zero >= 3) & (local_sgd_steps > 1)),
+    ]
+    out = np.zeros(tp.shape, dtype=np.int64)
+    for rule, broken in reversed(checks):
+        out = np.where(broken, int(rule), out)
+    return out
+
+
+#: The request field a user changes to fix each rule.
+RULE_FIELD = {
+    Rule.CNN_MODEL_PARALLEL: "tp",
+    Rule.TP_NEEDS_SCALE_UP: "tp",
+    Rule.TP_IN_NODE: "tp",
+    Rule.TP_HEADS: "tp",
+    Rule.GPUS_DIVISIBLE: "gpus",
+    Rule.PP_LAYERS: "pp",
+    Rule.INTERLEAVE_NEEDS_PP: "virtual_stages",
+    Rule.INTERLEAVE_SCHEDULE: "virtual_stages",
+    Rule.CP_SEQUENCE: "cp",
+    Rule.EP_DENSE: "ep",
+    Rule.EP_DIVIDES: "ep",
+    Rule.BATCH_DIVISIBLE: "global_batch",
+    Rule.ASYNC_NEEDS_LOCAL_SGD: "straggler_mitigation",
+    Rule.LOCAL_SGD_REPLICAS: "local_sgd_steps",
+}
+
+
+def explain(
+    rule: int,
+    w: Workload,
+    cl: Cluster,
+    layout: dict[str, int],
+    global_batch: int,
+) -> LayoutError:
+    """The error for one broken rule, naming the request field a user changes to fix it."""
+    tp, pp, cp, ep = (layout[k] for k in ("tp", "pp", "cp", "ep"))
+    v, mb = layout["virtual_stages"], layout["micro_batch"]
+    n = int(np.asarray(cl.num_gpus).reshape(-1)[0])
+    G = cl.gpus_per_node
+    dp = max(n // (tp * pp * cp), 1)
+    r = Rule(rule)
+    if r is Rule.CNN_MODEL_PARALLEL:
+        return LayoutError(
+            f"{w.key} is a CNN; only data parallelism (with --zero) is modelled, so tp, pp, "
+            "cp and ep must be 1",
+            field="tp",
+        )
+    if r is Rule.GPUS_DIVISIBLE:
+        return LayoutError(
+            f"{n} is not divisible by tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp}", field="gpus"
+        )
+    if r is Rule.TP_NEEDS_SCALE_UP:
+        return LayoutError(
+            f"{tp} needs a scale-up fabric inside a node, but the nodes here hold 1 GPU; use "
+            "pp or dp across nodes",
+            field="tp",
+        )
+    if r is Rule.TP_IN_NODE:
+        return LayoutError(
+            f"{tp} must divide the {G} GPUs of a node (the scale-up domain); tensor "
+            "parallelism over the scale-out fabric is not modelled",
+            field="tp",
+        )
+    assert isinstance(w, Transformer) or r not in (Rule.TP_HEADS, Rule.PP_LAYERS, Rule.CP_SEQUENCE)
+    if r is Rule.TP_HEADS and isinstance(w, Transformer):
+        kv = w.kv_heads or w.heads
+        return LayoutError(
+            f"{tp} does not divide the {w.heads} attention heads and {kv} key-value heads",
+            field="tp",
+        )
+    if r is Rule.PP_LAYERS and isinstance(w, Transformer):
+        return LayoutError(
+            f"{pp} stages × {v} virtual stages exceed the {w.layers} layers", field="pp"
+        )
+    if r is Rule.INTERLEAVE_NEEDS_PP:
+        return LayoutError(f"{v} needs pipeline parallelism (pp > 1)", field="virtual_stages")
+    if r is Rule.INTERLEAVE_SCHEDULE:
+        return LayoutError(
+            f"{v} needs --schedule interleaved; 1f1b has one stage per GPU", field="virtual_stages"
+        )
+    if r is Rule.CP_SEQUENCE and isinstance(w, Transformer):
+        return LayoutError(f"{cp} does not divide the sequence length {w.seq_len}", field="cp")
+    if r is Rule.EP_DENSE:
+        return LayoutError(f"{w.key} is dense; expert parallelism needs an MoE model", field="ep")
+    if r is Rule.EP_DIVIDES and isinstance(w, Transformer):
+        return LayoutError(
+            f"{ep} must divide both the {w.experts} experts and dp = {dp}", field="ep"
+        )
+    if r is Rule.BATCH_DIVISIBLE:
+        return LayoutError(
+            f"{global_batch} is not divisible by dp × micro-batch = {dp} × {mb}",
+            field="global_batch",
+        )
+    if r is Rule.ASYNC_NEEDS_LOCAL_SGD:
+        return LayoutError(
+            "async outer steps need local SGD; set --local-sgd-steps H > 1",
+            field="straggler_mitigation",
+        )
+    return LayoutError(
+        "DiLoCo needs full replicas per worker; use --zero 0, 1 or 2", field="local_sgd_steps"
+    )

@@ -1,0 +1,32 @@
+"""Pipeline parallelism: the bubble and the exposed stage-to-stage sends (Narayanan et al.
+2021, "Efficient Large-Scale Language Model Training on GPU Clusters", §2.2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from bandwall.model.memory import ACT_BYTES
+
+
+def p2p_bytes(micro_batch: Any, seq_len: float, hidden: float, tp: Any, cp: Any) -> Any:
+    """Activations one stage sends the next per micro-batch (sequence-parallel shard)."""
+    return micro_batch * seq_len * hidden * ACT_BYTES / (tp * cp)
+
+
+def pipeline_s(
+    stage_s: Any, p2p_s: Any, pp: Any, virtual_stages: Any, micro_batches: Any
+) -> tuple[Any, Any]:
+    """(bubble, exposed send/recv) seconds per step.
+
+    A stage's steady-state slot is its compute + exposed TP/CP/EP, or the 2·v sends of a
+    micro-batch when those take longer. The 1F1B bubble is (pp-1)/v slots; sends are hidden in
+    the steady state except for what exceeds compute, and exposed during fill and drain
+    (2·(pp-1) sends).
+    """
+    p2p = np.where(pp > 1, p2p_s, 0.0)
+    steady = np.maximum(stage_s, 2 * virtual_stages * p2p)
+    bubble = (pp - 1) / virtual_stages * steady
+    exposed = micro_batches * (steady - stage_s) + 2 * (pp - 1) * p2p
+    return bubble, exposed

@@ -1,0 +1,404 @@
+"""The one request schema.
+
+`PlanRequest` is the input of plan, sweep, compare and scale. The CLI options, the web API,
+the dashboard form, the JSON output's ``request`` and the options table in the docs are all
+generated from it; nothing copies its fields by hand. Each field has units in its name and one
+docstring (its help text). Metadata in ``json_schema_extra``:
+
+- ``group``: the section a field belongs to (workload, cluster, network, layout, strategy,
+  budget, faults), for forms and docs;
+- ``flag``: the CLI option name when it differs from the field name (unit-bearing fields take
+  the unit in the value: ``--bandwidth 15Gbps`` fills ``bandwidth_Gbps``);
+- ``vector``: the engine evaluates many values of this field in one vectorised pass (sweep axes
+  that are not vector fields are looped over);
+- ``choices``: the catalog list its value is checked against (shown in help and forms).
+
+A layout field left unset (None) is searched: the engine picks the fastest feasible value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+)
+
+from bandwall.errors import ConfigError
+from bandwall.model.vocab import Mitigation, Recompute, Schedule
+from bandwall.units import parse_count, parse_duration_s, parse_rate_Gbps
+
+#: Upper bounds shared by the CLI and the web API, so no input can ask for an absurd amount of
+#: work or memory.
+MAX_GPUS = 1 << 21
+MAX_DEGREE = 1 << 16
+
+
+def _with_unit(parse: Callable[[str, str], float], scale: float, example: str) -> Any:
+    """A number in the field's unit, or a string with a unit (`15Gbps`, `50us`, `1T`)."""
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            try:
+                return float(text)
+            except ValueError:
+                pass
+            try:
+                return parse(text, "value") * scale
+            except ConfigError as exc:
+                raise ValueError(exc.reason) from None
+        return value
+
+    return (
+        BeforeValidator(convert),
+        WithJsonSchema(
+            {
+                "anyOf": [{"type": "number"}, {"type": "string", "examples": [example]}],
+                "default": None,
+            }
+        ),
+    )
+
+
+RateGbps = Annotated[float, *_with_unit(parse_rate_Gbps, 1.0, "15Gbps")]
+DurationUs = Annotated[float, *_with_unit(parse_duration_s, 1e6, "200us")]
+Count = Annotated[float, *_with_unit(parse_count, 1.0, "1T")]
+
+
+def _meta(group: str, **extra: Any) -> dict[str, Any]:
+    return {"group": group, **extra}
+
+
+def _choices(kind: str) -> list[str]:
+    """The values a catalog-backed field accepts (for help text, forms and errors)."""
+    if kind == "model":
+        from bandwall.workloads import builtin_workloads
+
+        return [*builtin_workloads(), "custom"]
+    if kind == "preset":
+        from bandwall.plan.presets import presets
+
+        return list(presets())
+    from bandwall.catalog import Tier, load_catalog
+
+    cat = load_catalog()
+    if kind == "gpu":
+        return list(cat.gpus)
+    if kind == "provider":
+        return list(cat.providers)
+    tier = {"scale_up": Tier.SCALE_UP, "fabric": Tier.SCALE_OUT, "wan": Tier.WAN}[kind]
+    keys = [k for k, f in cat.fabrics.items() if f.tier is tier]
+    return keys + (["measured:NAME"] if kind == "fabric" else [])
+
+
+CHOICE_FIELDS = ("model", "preset", "gpu", "provider", "scale_up", "fabric", "wan")
+
+
+class PlanRequest(BaseModel):
+    """A training job on an infrastructure, and how to run it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        allow_inf_nan=False,
+        str_max_length=256,
+    )
+
+    # --- workload ------------------------------------------------------------------------
+    model: str = Field(default="llama3-8b", json_schema_extra=_meta("workload", choices="model"))
+    """Model key (see `bandwall models`) or 'custom' with the dimensions below."""
+    layers: int | None = Field(default=None, ge=1, le=100_000, json_schema_extra=_meta("workload"))
+    """custom: transformer layers."""
+    hidden: int | None = Field(default=None, ge=1, le=1 << 20, json_schema_extra=_meta("workload"))
+    """custom: hidden size."""
+    heads: int | None = Field(default=None, ge=1, le=1 << 16, json_schema_extra=_meta("workload"))
+    """custom: attention heads."""
+    kv_heads: int | None = Field(
+        default=None, ge=1, le=1 << 16, json_schema_extra=_meta("workload")
+    )
+    """custom: key-value heads (GQA; default: heads)."""
+    ffn: int | None = Field(default=None, ge=1, le=1 << 22, json_schema_extra=_meta("workload"))
+    """custom: MLP width (default 4 × hidden)."""
+    vocab: int | None = Field(default=None, ge=1, le=1 << 24, json_schema_extra=_meta("workload"))
+    """custom: vocabulary size."""
+    seq_len: int | None = Field(default=None, ge=1, le=1 << 24, json_schema_extra=_meta("workload"))
+    """Sequence length in tokens (overrides the model's)."""
+    experts: int | None = Field(default=None, ge=1, le=1 << 16, json_schema_extra=_meta("workload"))
+    """custom: routed experts per MoE layer."""
+    top_k: int | None = Field(default=None, ge=1, le=1 << 16, json_schema_extra=_meta("workload"))
+    """custom: experts per token."""
+    gated_mlp: bool = Field(default=False, json_schema_extra=_meta("workload"))
+    """custom: SwiGLU MLP (3 matrices) instead of the classic 2-matrix GELU MLP."""
+
+    # --- cluster -------------------------------------------------------------------------
+    gpus: int = Field(default=8, ge=1, le=MAX_GPUS, json_schema_extra=_meta("cluster", vector=True))
+    """Total GPUs."""
+    preset: str = Field(
+        default="ai-factory-ib", json_schema_extra=_meta("cluster", choices="preset")
+    )
+    """Infrastructure preset (see `bandwall presets`); the fields below override it."""
+    gpu: str | None = Field(default=None, json_schema_extra=_meta("cluster", choices="gpu"))
+    """GPU from the catalog (default: the preset's)."""
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, le=1024, json_schema_extra=_meta("cluster")
+    )
+    """GPUs per node (default: the preset's, or the GPU's scale-up domain)."""
+    scale_up: str | None = Field(
+        default=None, json_schema_extra=_meta("cluster", choices="scale_up")
+    )
+    """Scale-up fabric inside a node (default: the GPU's)."""
+    provider: str | None = Field(
+        default=None, json_schema_extra=_meta("cluster", choices="provider")
+    )
+    """Provider whose prices, storage and failure rates apply (default: the preset's)."""
+    price_per_gpu_hour_usd: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e4,
+        json_schema_extra=_meta("cluster", flag="price-per-gpu-hour", vector=True),
+    )
+    """Price in USD per GPU-hour (default: the provider's typical price)."""
+    precision: str = Field(default="bf16", json_schema_extra=_meta("cluster"))
+    """Number format of the matmuls: bf16 or fp8 (which dense peak applies)."""
+
+    # --- network -------------------------------------------------------------------------
+    fabric: str | None = Field(default=None, json_schema_extra=_meta("network", choices="fabric"))
+    """Scale-out fabric key, or measured:NAME from `bandwall calibrate` (default: preset's)."""
+    nics_per_node: float | None = Field(
+        default=None, gt=0, le=64, json_schema_extra=_meta("network")
+    )
+    """Scale-out NICs per node."""
+    oversubscription: float | None = Field(
+        default=None, ge=1, le=1024, json_schema_extra=_meta("network", vector=True)
+    )
+    """Scale-out oversubscription ratio (1 = non-blocking)."""
+    sites: int | None = Field(default=None, ge=1, le=1024, json_schema_extra=_meta("network"))
+    """Sites the cluster is split over (needs a WAN fabric)."""
+    wan: str | None = Field(default=None, json_schema_extra=_meta("network", choices="wan"))
+    """WAN fabric between sites."""
+    bandwidth_Gbps: RateGbps | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        json_schema_extra=_meta("network", flag="bandwidth", vector=True),
+    )
+    """Scale-out bandwidth per NIC, e.g. 15Gbps (a number is Gb/s)."""
+    latency_us: DurationUs | None = Field(
+        default=None, ge=0, le=1e7, json_schema_extra=_meta("network", flag="latency")
+    )
+    """Scale-out one-way latency, e.g. 50us (a number is µs)."""
+    jitter_us: DurationUs | None = Field(
+        default=None, ge=0, le=1e7, json_schema_extra=_meta("network", flag="jitter")
+    )
+    """Scale-out jitter per message (mean = std), e.g. 200us (a number is µs)."""
+    loss_rate: float | None = Field(
+        default=None, ge=0, lt=1, json_schema_extra=_meta("network", flag="loss")
+    )
+    """Scale-out packet loss rate (TCP links)."""
+    tcp_streams: int = Field(default=1, ge=1, le=1024, json_schema_extra=_meta("network"))
+    """TCP connections per peer on TCP links."""
+
+    # --- layout (unset: searched) -----------------------------------------------------------
+    tp: int | None = Field(
+        default=None, ge=1, le=MAX_DEGREE, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Tensor-parallel degree (unset: searched)."""
+    pp: int | None = Field(
+        default=None, ge=1, le=MAX_DEGREE, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Pipeline-parallel degree (unset: searched)."""
+    cp: int | None = Field(
+        default=None, ge=1, le=MAX_DEGREE, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Context-parallel degree (unset: searched)."""
+    ep: int | None = Field(
+        default=None, ge=1, le=MAX_DEGREE, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Expert-parallel degree, within data parallelism (unset: searched)."""
+    zero: int | None = Field(
+        default=None, ge=0, le=3, json_schema_extra=_meta("layout", vector=True)
+    )
+    """ZeRO stage: 0 DDP, 1/2 sharded optimizer (and gradients), 3 FSDP (unset: searched)."""
+    micro_batch: int | None = Field(
+        default=None, ge=1, le=1 << 20, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Sequences (or images) per micro-batch (unset: searched)."""
+    virtual_stages: int | None = Field(
+        default=None, ge=1, le=1024, json_schema_extra=_meta("layout", vector=True)
+    )
+    """Model chunks per pipeline stage, interleaved schedule (unset: searched)."""
+    auto: bool = Field(default=False, json_schema_extra=_meta("layout"))
+    """Search every layout axis, ignoring the ones given (unset axes are always searched)."""
+
+    # --- strategy --------------------------------------------------------------------------
+    schedule: Schedule = Field(default=Schedule.INTERLEAVED, json_schema_extra=_meta("strategy"))
+    """Pipeline schedule: 1f1b, or interleaved (virtual stages searched or given)."""
+    recompute: Recompute = Field(default=Recompute.AUTO, json_schema_extra=_meta("strategy"))
+    """Activation recomputation: auto (just enough to fit), selective, full or none."""
+    grad_dtype: str = Field(default="bf16", json_schema_extra=_meta("strategy"))
+    """Gradient reduction dtype: bf16 or fp32."""
+    compression: str = Field(default="none", json_schema_extra=_meta("strategy"))
+    """Gradient compression: none, int8 or topk:RATIO (e.g. topk:0.01)."""
+    local_sgd_steps: int = Field(default=1, ge=1, le=1_000_000, json_schema_extra=_meta("strategy"))
+    """DiLoCo / local SGD: outer synchronisation every H steps (1: synchronous)."""
+    overlap: bool = Field(default=True, json_schema_extra=_meta("strategy"))
+    """Overlap the data-parallel reduction with backward."""
+    tp_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
+    """Share of tensor-parallel communication hidden by compute."""
+    ep_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
+    """Share of expert-parallel all-to-all hidden by compute."""
+    bucket_MiB: float = Field(
+        default=25.0, gt=0, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
+    )
+    """DDP gradient bucket size in MiB."""
+    straggler_mitigation: Mitigation = Field(
+        default=Mitigation.NONE, json_schema_extra=_meta("strategy")
+    )
+    """Stragglers: none, backup (spare workers, Chen et al. 2016) or async (local SGD)."""
+    compute_efficiency: float | None = Field(
+        default=None, gt=0, le=1, json_schema_extra=_meta("strategy")
+    )
+    """Share of dense peak the GPUs sustain (default: the model's)."""
+
+    # --- budget ------------------------------------------------------------------------------
+    global_batch: int | None = Field(
+        default=None, ge=1, le=1 << 40, json_schema_extra=_meta("budget")
+    )
+    """Global batch in sequences (or images) per step (default: 4 Mi tokens; 1,024 images)."""
+    tokens: Count | None = Field(default=None, gt=0, le=1e18, json_schema_extra=_meta("budget"))
+    """Token budget, e.g. 1T or 300B (default: 20 tokens per parameter)."""
+    epochs: float | None = Field(default=None, gt=0, le=1e6, json_schema_extra=_meta("budget"))
+    """Epochs for CNNs (default 90)."""
+
+    # --- faults ------------------------------------------------------------------------------
+    failures: bool = Field(default=True, json_schema_extra=_meta("faults"))
+    """Model failures, checkpoints and restarts."""
+    straggler_fraction: float = Field(default=0.0, ge=0, lt=1, json_schema_extra=_meta("faults"))
+    """Share of GPUs that are stragglers."""
+    straggler_slowdown: float = Field(default=0.0, ge=0, le=1e3, json_schema_extra=_meta("faults"))
+    """How much slower a straggler is (0.2 = 20%)."""
+    failed_links: int | None = Field(
+        default=None, ge=0, le=1 << 24, json_schema_extra=_meta("faults")
+    )
+    """Failed scale-out links."""
+    failed_link_fraction: float | None = Field(
+        default=None, ge=0, lt=1, json_schema_extra=_meta("faults")
+    )
+    """Failed share of scale-out links."""
+    routing: str = Field(default="auto", json_schema_extra=_meta("faults"))
+    """After failures: adaptive, static (ECMP) or auto (the fabric's own)."""
+    slow_link_fraction: float = Field(default=0.0, ge=0, lt=1, json_schema_extra=_meta("faults"))
+    """Share of scale-out links running slow."""
+    slow_link_speed: float = Field(default=0.25, gt=0, le=1, json_schema_extra=_meta("faults"))
+    """Speed of a slow link relative to its rate."""
+    checkpoint_GBps: float | None = Field(
+        default=None, gt=0, le=1e6, json_schema_extra=_meta("faults", flag="checkpoint-GBps")
+    )
+    """Aggregate checkpoint write bandwidth, GB/s (default: the provider's storage)."""
+    restart_s: float | None = Field(default=None, ge=0, le=1e7, json_schema_extra=_meta("faults"))
+    """Seconds to detect a failure, restart and reload (default: the provider's)."""
+
+    @field_validator(*CHOICE_FIELDS)
+    @classmethod
+    def _known(cls, value: str | None, info: Any) -> str | None:
+        if value is None:
+            return value
+        name = info.field_name
+        if name == "fabric" and value.startswith("measured:"):
+            profile = value.split(":", 1)[1]
+            if not profile or not all(c.isalnum() or c in "-_" for c in profile):
+                raise ValueError(f"profile name {profile!r} must be letters, digits, '-' or '_'")
+            return value
+        allowed = _choices(name)
+        folded = {c.lower(): c for c in allowed}
+        if value.lower() not in folded or value == "measured:NAME":
+            raise ValueError(f"unknown value {value!r}; choose one of: {', '.join(allowed)}")
+        return folded[value.lower()] if name not in ("model",) else value
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in ("bf16", "fp8"):
+            raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp8")
+        return value
+
+    @field_validator("grad_dtype")
+    @classmethod
+    def _grad_dtype(cls, value: str) -> str:
+        if value not in ("fp32", "bf16"):
+            raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp32")
+        return value
+
+    @field_validator("routing")
+    @classmethod
+    def _routing(cls, value: str) -> str:
+        if value not in ("auto", "adaptive", "static"):
+            raise ValueError(f"unknown value {value!r}; choose one of: adaptive, auto, static")
+        return value
+
+    @field_validator("compression")
+    @classmethod
+    def _compression(cls, value: str) -> str:
+        if value in ("none", "int8"):
+            return value
+        if value.startswith("topk:"):
+            try:
+                ratio = float(value.split(":", 1)[1])
+            except ValueError:
+                ratio = -1.0
+            if 0 < ratio < 1:
+                return value
+            raise ValueError(f"topk ratio must be in (0, 1), got {value!r}")
+        raise ValueError(f"must be none, int8 or topk:RATIO, got {value!r}")
+
+
+def field_flag(name: str) -> str:
+    """The CLI option of a request field, without the leading dashes."""
+    info = PlanRequest.model_fields.get(name)
+    extra = info.json_schema_extra if info is not None else None
+    if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
+        return str(extra["flag"])
+    return name.replace("_", "-")
+
+
+def field_meta(name: str) -> dict[str, Any]:
+    extra = PlanRequest.model_fields[name].json_schema_extra
+    return dict(extra) if isinstance(extra, dict) else {}
+
+
+VECTOR_FIELDS = tuple(n for n in PlanRequest.model_fields if field_meta(n).get("vector"))
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
+
+
+def config_error(exc: ValidationError) -> ConfigError:
+    """The first pydantic error as a ConfigError naming its field and the offending value."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err.get("loc", ())]
+    field = loc[0] if loc else None
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    value = err.get("input")
+    if err.get("type") not in ("value_error", "missing", "extra_forbidden") and not isinstance(
+        value, dict
+    ):
+        msg = f"{msg} (got {value!r})"
+    if err.get("type") == "extra_forbidden":
+        allowed = ", ".join(PlanRequest.model_fields)
+        msg = f"unknown field; the request takes: {allowed}"
+    return ConfigError(msg, field=field)
+
+
+def make_request(**fields: Any) -> PlanRequest:
+    """A validated request from field values (None means unset); errors name the field."""
+    try:
+        return PlanRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise config_error(exc) from None

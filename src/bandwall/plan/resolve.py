@@ -1,0 +1,203 @@
+"""From a request to the model's inputs: the workload, and the cluster with any vector axes
+(GPU counts, bandwidths, oversubscription, latencies, prices) as numpy arrays."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from bandwall.catalog import Precision, Tier, load_catalog
+from bandwall.errors import ConfigError
+from bandwall.model.cluster import Cluster
+from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
+from bandwall.model.topology import Link
+from bandwall.plan.presets import get_preset
+from bandwall.plan.request import PlanRequest
+from bandwall.units import GB, US
+from bandwall.workloads import Transformer, Workload, custom_transformer, get_workload
+
+
+def resolve_workload(req: PlanRequest) -> Workload:
+    """The built-in model (with the request's sequence length) or the custom dimensions."""
+    if req.model == "custom":
+        dims = {
+            k: getattr(req, k)
+            for k in (
+                "layers",
+                "hidden",
+                "heads",
+                "kv_heads",
+                "ffn",
+                "vocab",
+                "seq_len",
+                "experts",
+                "top_k",
+                "gated_mlp",
+            )
+        }
+        return custom_transformer(**dims)
+    w = get_workload(req.model)
+    if req.seq_len and isinstance(w, Transformer):
+        w = w.model_copy(update={"seq_len": req.seq_len})
+    return w
+
+
+def _vec(vec: dict[str, Any], name: str, scalar: Any) -> Any:
+    """The vector axis `name` if the sweep gives one, else the request's scalar."""
+    return vec[name] if name in vec else scalar
+
+
+def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Cluster:
+    """The request's infrastructure. `vec` holds arrays for vector fields (sweeps)."""
+    vec = vec or {}
+    cat = load_catalog()
+    preset = get_preset(req.preset)
+    gpu = cat.gpu(req.gpu or preset.gpu)
+    provider = cat.provider(req.provider or preset.provider)
+    n_gpus = _vec(vec, "gpus", req.gpus)
+    # Node size does not depend on the GPU count, so a sweep row prices exactly what a plan of
+    # that count does; a job smaller than a node uses part of one.
+    gpn = req.gpus_per_node or (gpu.scale_up_domain if req.gpu else preset.gpus_per_node)
+    up_spec = cat.fabric(req.scale_up or gpu.scale_up_fabric)
+    if up_spec.tier is not Tier.SCALE_UP:
+        raise ConfigError(
+            f"{up_spec.key!r} is a {up_spec.tier.value} fabric, not a scale-up fabric "
+            "(nvlink4, pcie5, ...)",
+            field="scale_up",
+        )
+    out_spec = cat.fabric(req.fabric or preset.scale_out)
+    if out_spec.tier is Tier.SCALE_UP:
+        raise ConfigError(
+            f"{out_spec.key!r} is a scale-up fabric; give a scale-out fabric such as ib-ndr, "
+            "or --scale-up for the node",
+            field="fabric",
+        )
+    bw = _vec(vec, "bandwidth_Gbps", req.bandwidth_Gbps)
+    latency = _vec(vec, "latency_us", req.latency_us)
+    jitter = _vec(vec, "jitter_us", req.jitter_us)
+    out = Link.from_fabric(out_spec).with_overrides(
+        bandwidth_Bps=None if bw is None else np.asarray(bw, dtype=np.float64) * GB / 8,
+        latency_s=None if latency is None else np.asarray(latency, dtype=np.float64) * US,
+        jitter_mean_s=None if jitter is None else np.asarray(jitter, dtype=np.float64) * US,
+        jitter_std_s=None if jitter is None else np.asarray(jitter, dtype=np.float64) * US,
+        loss_rate=req.loss_rate,
+    )
+    sites = req.sites or preset.sites
+    wan_key = req.wan or preset.wan
+    if sites > 1 and wan_key is None:
+        raise ConfigError(f"{sites} sites need a --wan fabric between them", field="sites")
+    wan = Link.from_fabric(cat.fabric(wan_key)) if (wan_key and sites > 1) else None
+    price = _vec(vec, "price_per_gpu_hour_usd", req.price_per_gpu_hour_usd)
+    if price is None:
+        listed = provider.price(gpu.name)
+        if listed is None:
+            raise ConfigError(
+                f"provider {provider.key!r} lists no price for {gpu.name}; it lists "
+                f"{', '.join(p.gpu for p in provider.prices)}; pass --price-per-gpu-hour",
+                field="price_per_gpu_hour_usd",
+            )
+        price = listed.typical
+    nics = req.nics_per_node or (
+        preset.nics_per_node if not req.fabric else (gpn if out_spec.rdma else 1.0)
+    )
+    nics = float(min(nics, gpn))
+    routing = Routing(req.routing)
+    if routing is Routing.AUTO:
+        routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
+    health, failed = _fabric_health(req, n_gpus, gpn, nics, routing)
+    oversub = _vec(vec, "oversubscription", req.oversubscription)
+    return Cluster(
+        preset=preset.key,
+        provider=provider.key,
+        gpu=gpu,
+        precision=Precision(req.precision),
+        num_gpus=n_gpus,
+        gpus_per_node=gpn,
+        sites=sites,
+        scale_up=Link.from_fabric(up_spec) if gpn > 1 else None,
+        scale_out=out,
+        wan=wan,
+        nics_per_node=nics,
+        oversubscription=oversub if oversub is not None else preset.oversubscription,
+        tcp_streams=req.tcp_streams,
+        price_per_gpu_hour_usd=price,
+        virtualization_overhead=provider.virtualization_overhead,
+        egress_usd_per_GB=provider.egress_usd_per_GB,
+        straggler_fraction=req.straggler_fraction,
+        straggler_slowdown=req.straggler_slowdown,
+        failures=cat.failure_profile(provider.failure_profile) if req.failures else None,
+        checkpoint_write_GBps_per_node=(
+            math.inf if req.checkpoint_GBps else provider.checkpoint_write_GBps_per_node
+        ),
+        checkpoint_write_cap_GBps=req.checkpoint_GBps or provider.checkpoint_write_cap_GBps,
+        restart_s=provider.restart_s if req.restart_s is None else req.restart_s,
+        fabric_health=health,
+        failed_links=failed,
+        routing=routing.value,
+    )
+
+
+def _fabric_health(
+    req: PlanRequest, gpus: Any, gpn: int, nics: float, routing: Routing
+) -> tuple[Any, Any]:
+    """Scale-out bandwidth share left by failed links (rerouted or rehashed) and slow links.
+
+    The scale-out tier is taken as a non-blocking fat tree or rail-optimized tree with one
+    uplink per NIC: L = nodes × NICs links.
+    """
+    if req.failed_links is not None and req.failed_link_fraction is not None:
+        raise ConfigError(
+            "give --failed-links or --failed-link-fraction, not both", field="failed_links"
+        )
+    nodes = np.ceil(np.asarray(gpus, dtype=np.float64) / gpn)
+    links = np.maximum(np.round(nodes * nics), 1.0)
+    uniq, inverse = np.unique(links, return_inverse=True)
+    factors, fails = [], []
+    for n_links in uniq:
+        k = (
+            req.failed_links
+            if req.failed_links is not None
+            else round((req.failed_link_fraction or 0.0) * n_links)
+        )
+        if not 0 <= k < n_links:
+            raise ConfigError(
+                f"{k} must be in [0, {int(n_links)}) for {int(n_links)} scale-out links",
+                field="failed_links",
+            )
+        factors.append(degraded_bandwidth_factor(int(n_links), int(k), routing))
+        fails.append(float(k))
+    factor = np.asarray(factors)[inverse].reshape(np.shape(links))
+    failed = np.asarray(fails)[inverse].reshape(np.shape(links))
+    slow = slow_link_factor(links, req.slow_link_fraction, req.slow_link_speed)
+    health = factor * slow
+    if np.ndim(health) == 0:
+        return float(health), float(failed)
+    return health, failed
+
+
+def describe_cluster(cl: Cluster) -> dict[str, Any]:
+    """What a plan's output says about the infrastructure."""
+    out = cl.scale_out
+    return {
+        "preset": cl.preset,
+        "provider": cl.provider,
+        "gpu": cl.gpu.name,
+        "precision": cl.precision.value,
+        "gpus_per_node": cl.gpus_per_node,
+        "sites": cl.sites,
+        "scale_up": cl.scale_up.name if cl.scale_up else None,
+        "scale_out": out.name if out else None,
+        "scale_out_Gbps_per_nic": (float(np.max(out.bandwidth_Bps)) * 8 / GB) if out else None,
+        "nics_per_node": cl.nics_per_node,
+        "oversubscription": float(np.max(cl.oversubscription)),
+        "wan": cl.wan.name if cl.wan else None,
+        "virtualization_overhead": cl.virtualization_overhead,
+        "egress_usd_per_GB": cl.egress_usd_per_GB,
+        "peak_TFLOPS": cl.peak_flops / 1e12,
+        "jitter_mean_us": float(np.max(out.jitter_mean_s)) / US if out else None,
+        "routing": cl.routing,
+        "failed_links": float(np.max(cl.failed_links)),
+        "fabric_health": float(np.min(cl.fabric_health)),
+    }

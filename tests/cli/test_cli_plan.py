@@ -1,0 +1,274 @@
+"""`bandwall plan|compare|sweep|validate|models|presets` as a user types them."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SHARED
+
+PLAN_KEYS = {
+    "step_time_s",
+    "compute_s",
+    "exposed_comm_s",
+    "comm_efficiency",
+    "mfu",
+    "tflops_per_gpu",
+    "time_to_train_s",
+    "gpu_hours",
+    "cost_usd",
+    "breakdown",
+}
+
+
+def test_plan_json_has_the_documented_keys(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "plan",
+        "--model",
+        "llama3-70b",
+        "--gpus",
+        "1024",
+        "--preset",
+        "ai-factory-ib",
+        "--tokens",
+        "1T",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert set(d) >= PLAN_KEYS
+    assert set(d["breakdown"]) == {"compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler"}
+    assert sum(d["breakdown"].values()) == pytest.approx(d["step_time_s"])
+    assert d["budget"]["tokens"] == 1e12
+    assert 0.2 < d["mfu"] < 0.6 and 0 < d["comm_efficiency"] <= 1
+    assert d["layout"]["tp"] == 8 and d["layout"]["pp"] == 4 and d["layout"]["dp"] == 32
+    assert d["assumptions"]
+
+
+def test_plan_table_and_scenario_command(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "plan",
+        "--model",
+        "resnet50",
+        "--gpus",
+        "16",
+        "--preset",
+        "decentralized-colocated",
+        "--bandwidth",
+        "15Gbps",
+        "--jitter",
+        "200us",
+    )
+    assert r.code == 0, r.err
+    assert "communication efficiency" in r.out and "data-parallel comm" in r.out
+    off = json.loads(
+        run_cli(
+            "plan",
+            "--model",
+            "resnet50",
+            "--gpus",
+            "16",
+            "--preset",
+            "decentralized-colocated",
+            "--bandwidth",
+            "15Gbps",
+            "--jitter",
+            "200us",
+            "--no-overlap",
+            "--json",
+        ).out
+    )
+    on = json.loads(
+        run_cli(
+            "plan",
+            "--model",
+            "resnet50",
+            "--gpus",
+            "16",
+            "--preset",
+            "decentralized-colocated",
+            "--bandwidth",
+            "15Gbps",
+            "--jitter",
+            "200us",
+            "--json",
+        ).out
+    )
+    assert off["comm_efficiency"] < on["comm_efficiency"] < 0.9
+
+
+def test_custom_model_from_dimensions(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli(
+        "plan",
+        "--model",
+        "custom",
+        "--layers",
+        "96",
+        "--hidden",
+        "12288",
+        "--heads",
+        "96",
+        "--vocab",
+        "51200",
+        "--seq-len",
+        "2048",
+        "--gpus",
+        "1024",
+        "--tp",
+        "8",
+        "--pp",
+        "8",
+        "--json",
+    )
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["params"] / 1e9 == pytest.approx(175, rel=0.02)
+
+
+def test_auto_finds_a_layout(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("plan", "--model", "llama3-405b", "--gpus", "16384", "--auto", "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    lay = d["layout"]
+    assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == 16384
+    assert d["memory_GB"]["per_gpu"] <= d["memory_GB"]["usable"]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--model", "gpt-7"], "model: unknown value 'gpt-7'"),
+        (
+            ["--model", "llama3-70b", "--gpus", "1000", "--tp", "8", "--pp", "4"],
+            "not divisible by tp×pp×cp",
+        ),
+        (["--model", "llama3-70b", "--gpus", "64", "--tp", "16"], "tp: 16 must divide"),
+        (
+            ["--model", "llama3-8b", "--gpus", "16", "--tp", "2", "--gpus-per-node", "1"],
+            "needs a scale-up fabric",
+        ),
+        (["--model", "llama3-405b", "--gpus", "8"], "memory:"),
+        (["--preset", "cloud9"], "preset: unknown value"),
+        (["--fabric", "nvlink4"], "scale-up fabric"),
+        (["--bandwidth", "fast"], "bandwidth: malformed rate"),
+        (["--jitter", "lots"], "jitter: malformed duration"),
+        (["--tokens", "many"], "tokens: malformed count"),
+        (["--schedule", "gpipe"], "schedule:"),
+        (["--compression", "zip"], "compression:"),
+        (["--gpus", "0"], "gpus:"),
+        (["--straggler-fraction", "1"], "straggler-fraction"),
+        (["--sites", "3"], "--wan"),
+    ],
+)
+def test_plan_bad_input_is_one_clear_line(run_cli, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("plan", *args)
+    assert r.code == 2
+    lines = r.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.err
+    assert "Traceback" not in r.err
+
+
+def test_compare_all_presets(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("compare", "--model", "resnet50", "--gpus", "16")
+    assert r.code == 0, r.err
+    for key in (
+        "ai-factory-ib",
+        "ai-factory-spectrum-x",
+        "hyperscaler-vm",
+        "decentralized-colocated",
+        "decentralized-geo",
+    ):
+        assert key in r.out
+    rows = json.loads(
+        run_cli(
+            "compare",
+            "--model",
+            "llama3-8b",
+            "--gpus",
+            "64",
+            "--presets",
+            "ai-factory-ib,decentralized-geo",
+            "--json",
+        ).out
+    )
+    assert [p["cluster"]["preset"] for p in rows] == ["ai-factory-ib", "decentralized-geo"]
+    assert rows[0]["step_time_s"] < rows[1]["step_time_s"]
+
+
+def test_sweep_writes_csv(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "grid.csv"
+    r = run_cli(
+        "sweep",
+        "--model",
+        "llama3-8b",
+        "--gpus",
+        "64:256:x2",
+        "--bandwidth",
+        "10Gbps,100Gbps,400Gbps",
+        "--tp",
+        "1,2,8",
+        "-o",
+        str(out),
+    )
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert len(rows) == 3 * 3 * 3
+    assert {
+        "gpus",
+        "bandwidth_Gbps",
+        "tp",
+        "step_time_s",
+        "comm_efficiency",
+        "fits",
+        "valid",
+    } <= set(rows[0])
+    stdout = run_cli(
+        "sweep", "--model", "resnet50", "--gpus", "8,16", "--bandwidth", "1Gbps:4Gbps:x2"
+    )
+    assert len(list(csv.DictReader(io.StringIO(stdout.out)))) == 2 * 3
+    bad = run_cli("sweep", "--gpus", "8", "--bandwidth", "4Gbps:1Gbps")
+    assert bad.code == 2 and "bandwidth" in bad.err
+
+
+def test_validate_published_within_15_percent(run_cli) -> None:  # type: ignore[no-untyped-def]
+    ref = SHARED / "reference"
+    if not (ref / "training_throughput.csv").is_file():
+        pytest.skip("shared/reference/training_throughput.csv not present")
+    r = run_cli("validate", "--published", "--reference", str(ref), "--json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["summary"]["rows"] >= 3
+    assert d["summary"]["median_abs_error"] <= 0.15
+    table = run_cli("validate", "--published", "--reference", str(ref))
+    assert "median |error|" in table.out
+    missing = run_cli("validate", "--published", "--reference", "/nonexistent")
+    assert missing.code == 2 and "reference" in missing.err
+
+
+def test_models_and_presets_listings(run_cli) -> None:  # type: ignore[no-untyped-def]
+    models = json.loads(run_cli("models", "--json").out)
+    assert {m["key"] for m in models} >= {
+        "resnet50",
+        "bert-large",
+        "gpt3-175b",
+        "llama3-8b",
+        "llama3-70b",
+        "llama3-405b",
+        "mixtral-8x7b",
+        "deepseek-v3",
+    }
+    presets = json.loads(run_cli("presets", "--json").out)
+    assert {p["key"] for p in presets} == {
+        "ai-factory-ib",
+        "ai-factory-spectrum-x",
+        "hyperscaler-vm",
+        "decentralized-colocated",
+        "decentralized-geo",
+    }

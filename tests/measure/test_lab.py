@@ -1,0 +1,245 @@
+"""The emulated cluster, as root: shaped links, the slowest-link finder, and the model
+calibrated at one rate predicting runs at another (cross-validation, not self-fit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bandwall.errors import LabError
+
+NEEDS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+    reason="lab tests need root, iproute2 and tc",
+)
+pytest.importorskip("torch", reason="lab runs need torch")
+
+
+def bw(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bandwall", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+@pytest.fixture
+def lab_env(tmp_path: Path) -> dict[str, str]:
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "BANDWALL_DB": str(tmp_path / "lab.db"),
+        "BANDWALL_PROFILE_DIR": str(tmp_path / "profiles"),
+        "BANDWALL_LAB_DIR": str(tmp_path / "labs"),
+    }
+
+
+def _netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def _root_links() -> str:
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+
+
+def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from bandwall.measure.lab import netns
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    with pytest.raises(LabError, match="needs root"):
+        netns.lab_up("x", 2)
+
+
+@pytest.mark.lab
+@NEEDS_ROOT
+def test_up_status_down_touch_only_their_own(lab_env: dict[str, str]) -> None:
+    before_links, before_ns = _root_links(), _netns()
+    r = bw(
+        "lab", "up", "--hosts", "3", "--rates", "1gbit,1gbit,250mbit", "--name", "tup", env=lab_env
+    )
+    assert r.returncode == 0, r.stderr
+    assert "link latency is not emulated" in r.stdout
+    mine = {"bw-tup-sw", "bw-tup-h0", "bw-tup-h1", "bw-tup-h2"}
+    assert mine <= _netns()
+    qd = subprocess.run(
+        ["tc", "-n", "bw-tup-h2", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
+    ).stdout
+    assert "tbf" in qd and "250Mbit" in qd
+    st = json.loads(bw("lab", "status", "--json", env=lab_env).stdout)
+    assert st[0]["name"] == "tup" and st[0]["healthy"] and st[0]["rates_Gbps"][2] == 0.25
+    again = bw("lab", "up", "--hosts", "2", "--name", "tup", env=lab_env)
+    assert again.returncode == 2 and "already exists" in again.stderr
+    down = bw("lab", "down", "tup", env=lab_env)
+    assert down.returncode == 0 and "removed 4 namespaces" in down.stdout
+    assert _netns() == before_ns
+    assert _root_links() == before_links
+
+
+@pytest.mark.lab
+@NEEDS_ROOT
+def test_failed_up_cleans_up(lab_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from bandwall.measure.lab import netns
+
+    monkeypatch.setattr(netns, "STATE_DIR", Path(lab_env["BANDWALL_LAB_DIR"]))
+    calls = {"n": 0}
+    real_tc = netns._tc
+
+    def flaky_tc(ns: str, dev: str, rate: float) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise LabError("lab: injected tc failure")
+        real_tc(ns, dev, rate)
+
+    monkeypatch.setattr(netns, "_tc", flaky_tc)
+    before = _netns()
+    with pytest.raises(LabError, match="injected"):
+        netns.lab_up("tfail", 3)
+    assert _netns() == before
+    assert not (Path(lab_env["BANDWALL_LAB_DIR"]) / "tfail.json").exists()
+
+
+def _run_rate(name: str, rate: str, sizes: str, iters: str, env: dict[str, str]) -> None:
+    up = bw("lab", "up", "--hosts", "4", "--rate", rate, "--name", name, env=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        r = bw(
+            "lab",
+            "run",
+            name,
+            "--",
+            sys.executable,
+            "-m",
+            "bandwall",
+            "bench",
+            "collectives",
+            "--sizes",
+            sizes,
+            "--iters",
+            iters,
+            "--warmup",
+            "1",
+            "--json",
+            env=env,
+        )
+        assert r.returncode == 0, r.stderr
+        t = bw(
+            "lab",
+            "run",
+            name,
+            "--",
+            sys.executable,
+            "-m",
+            "bandwall",
+            "bench",
+            "train",
+            "--model",
+            "mlp",
+            "--iters",
+            "5",
+            "--warmup",
+            "1",
+            "--json",
+            env=env,
+        )
+        assert t.returncode == 0, t.stderr
+    finally:
+        bw("lab", "down", name, env=env)
+
+
+@pytest.mark.lab
+@NEEDS_ROOT
+def test_shaped_busbw_and_cross_validation(lab_env: dict[str, str]) -> None:
+    """1 Gbit and 200 Mbit: busbw >= 80% of the rate at >= 4 MB; calibrate on one rate and
+    predict the other: median error <= 15% (collectives >= 1 MB), <= 20% (DDP step)."""
+    _run_rate("tg", "1gbit", "1M:16M", "4", lab_env)  # runs 1 (collectives), 2 (train)
+    _run_rate("tm", "200mbit", "1M:8M", "3", lab_env)  # runs 3, 4
+    from bandwall.measure.bench import Store
+
+    with Store(lab_env["BANDWALL_DB"]) as store:
+        for run_id, rate in ((1, 1.0), (3, 0.2)):
+            rows = [r for r in store.results(run_id) if r["size_bytes"] >= 4 << 20]
+            assert rows and all(r["wrong"] == 0 for r in rows)
+            for r in rows:
+                assert r["busbw_GBps"] * 8 >= 0.8 * rate, (rate, r)
+        train = {1.0: store.train(2)[0], 0.2: store.train(4)[0]}
+    for fit_run, fit_name, other_run, other_rate in ((1, "g1", 3, 0.2), (3, "m2", 1, 1.0)):
+        cal = bw("calibrate", str(fit_run), "--name", fit_name, "--json", env=lab_env)
+        assert cal.returncode == 0, cal.stderr
+        assert 0.85 <= json.loads(cal.stdout)["efficiency"] <= 1.0
+        val = json.loads(
+            bw(
+                "validate",
+                str(other_run),
+                "--fabric",
+                f"measured:{fit_name}",
+                "--json",
+                env=lab_env,
+            ).stdout
+        )
+        assert val["bandwidth_Gbps"] == pytest.approx(other_rate)
+        assert val["summary"]["median_abs_error"] <= 0.15, val
+        from bandwall.catalog import load_catalog
+        from bandwall.measure.calibrate import predict_train
+
+        os.environ["BANDWALL_PROFILE_DIR"] = lab_env["BANDWALL_PROFILE_DIR"]
+        try:
+            fab = load_catalog().fabric(f"measured:{fit_name}")
+        finally:
+            del os.environ["BANDWALL_PROFILE_DIR"]
+        pred = predict_train(train[other_rate], fab, 4, other_rate)
+        assert abs(pred["error"]) <= 0.20, pred
+
+
+@pytest.mark.lab
+@NEEDS_ROOT
+def test_links_flags_the_slow_host(lab_env: dict[str, str]) -> None:
+    up = bw(
+        "lab",
+        "up",
+        "--hosts",
+        "4",
+        "--rates",
+        "1gbit,1gbit,1gbit,250mbit",
+        "--name",
+        "tsl",
+        env=lab_env,
+    )
+    assert up.returncode == 0, up.stderr
+    try:
+        r = bw(
+            "lab",
+            "run",
+            "tsl",
+            "--",
+            sys.executable,
+            "-m",
+            "bandwall",
+            "bench",
+            "links",
+            "--size",
+            "2M",
+            "--iters",
+            "3",
+            "--json",
+            env=lab_env,
+        )
+        assert r.returncode == 0, r.stderr
+        rows = json.loads(r.stdout)
+    finally:
+        bw("lab", "down", "tsl", env=lab_env)
+    assert len(rows) == 12
+    slowest = min(rows, key=lambda x: x["bw_GBps"])
+    assert 3 in (slowest["src"], slowest["dst"])
+    via_slow = [x["bw_GBps"] for x in rows if 3 in (x["src"], x["dst"])]
+    others = [x["bw_GBps"] for x in rows if 3 not in (x["src"], x["dst"])]
+    assert max(via_slow) < min(others)
