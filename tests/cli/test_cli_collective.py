@@ -93,7 +93,7 @@ def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[n
         (["--sizes", "12Q"], "sizes", "K/M/G"),
         (["--sizes", "8G:1K"], "sizes", "below its start"),
         (["--op", "all_gather", "--algo", "tree"], "algo", "ring"),
-        (["--scale-up", "ib-ndr"], "scale_up", "nvlink4"),
+        (["--scale-up", "ib-ndr"], "--scale-up", "nvlink4"),
         (["--oversubscription", "0.5"], "oversubscription", ">= 1"),
         (["--gpus-per-node", "many"], "gpus-per-node", "integer"),
     ],
@@ -123,9 +123,9 @@ def test_catalog_lists_sources(run_cli) -> None:  # type: ignore[no-untyped-def]
     table = run_cli("catalog", "gpus")
     assert table.code == 0 and "H100-SXM" in table.out and "as of" in table.out
     both = json.loads(run_cli("catalog", "--json").out)
-    assert set(both) == {"gpus", "fabrics", "providers"}
+    assert set(both) == {"gpus", "fabrics", "providers", "failures"}
     bad = run_cli("catalog", "switches")
-    assert bad.code == 2 and "fabrics, gpus, providers" in bad.err
+    assert bad.code == 2 and "fabrics, failures, gpus, providers" in bad.err
 
 
 def test_no_arguments_prints_help(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -40,6 +40,8 @@ def test_plan_json_has_the_documented_keys(run_cli) -> None:  # type: ignore[no-
         "8",
         "--pp",
         "4",
+        "--cp",
+        "1",
         "--json",
     )
     assert r.code == 0, r.err
@@ -47,7 +49,7 @@ def test_plan_json_has_the_documented_keys(run_cli) -> None:  # type: ignore[no-
     assert set(d) >= PLAN_KEYS
     assert set(d["breakdown"]) == {"compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler"}
     assert sum(d["breakdown"].values()) == pytest.approx(d["step_time_s"])
-    assert d["budget"]["tokens"] == 1e12
+    assert d["tokens"] == 1e12
     assert 0.2 < d["mfu"] < 0.6 and 0 < d["comm_efficiency"] <= 1
     assert d["layout"]["tp"] == 8 and d["layout"]["pp"] == 4 and d["layout"]["dp"] == 32
     assert d["assumptions"]
@@ -138,7 +140,7 @@ def test_auto_finds_a_layout(run_cli) -> None:  # type: ignore[no-untyped-def]
     d = json.loads(r.out)
     lay = d["layout"]
     assert lay["tp"] * lay["pp"] * lay["cp"] * lay["dp"] == 16384
-    assert d["memory_GB"]["per_gpu"] <= d["memory_GB"]["usable"]
+    assert d["memory_bytes"] <= d["memory_capacity_bytes"]
 
 
 @pytest.mark.parametrize(

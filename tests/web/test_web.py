@@ -100,7 +100,7 @@ def test_plan_compare_collective_results(client: TestClient) -> None:
     [
         ({"model": "gpt-9"}, "model"),
         ({"gpus": 0}, "gpus"),
-        ({"gpus": 1000, "tp": 8, "pp": 4}, "layout"),
+        ({"gpus": 1000, "tp": 8, "pp": 4}, "gpus"),
         ({"gpus": 64, "tp": 16}, "tp"),
         ({"preset": "moon"}, "preset"),
         ({"fabric": "nvlink4"}, "fabric"),

@@ -82,8 +82,6 @@ def _check_ranks(text: str) -> list[int]:
     """'64', '8,16,64' or '8:1024[:x2]' into rank counts, each >= 2."""
     from bandwall.units import parse_size_range
 
-    if any(k in text.upper() for k in "KMGT"):
-        raise ConfigError(f"{text!r} must be plain numbers, without size suffixes", field="ranks")
     stripped = text.strip()
     if stripped.startswith("-") or stripped == "0" or stripped.startswith("0:"):
         raise ConfigError(f"must be >= 2, got {text!r}", field="ranks")
@@ -95,9 +93,11 @@ def _check_ranks(text: str) -> list[int]:
             f"8:1024:x2 ({exc.reason})",
             field="ranks",
         ) from None
+    if any(k in text.upper() for k in "KMGT"):
+        raise ConfigError(f"{text!r} must be plain numbers, without size suffixes", field="ranks")
     bad = [r for r in values if r < 2 or r > 1 << 24]
     if bad:
-        raise ConfigError(f"must be in [2, {1 << 24:,}], got {bad[0]:,}", field="ranks")
+        raise ConfigError(f"must be >= 2 and <= {1 << 24:,}, got {bad[0]:,}", field="ranks")
     return values
 
 

@@ -157,6 +157,10 @@ class Metrics:
     checkpoint_interval_s: FloatArray
     restart_s: FloatArray
     goodput: FloatArray
+    tokens: FloatArray
+    """Training tokens in the budget (transformers; 0 for CNNs)."""
+    samples: FloatArray
+    """Sequences or images processed over the budget."""
     steps: FloatArray
     ideal_time_s: FloatArray
     """Time to train without failures."""
@@ -351,6 +355,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         tokens = opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params
         steps = tokens / tokens_step
     else:
+        tokens = 0.0
         steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / gb
     ideal = steps * step
     wall = ideal / good
@@ -415,6 +420,8 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         checkpoint_interval_s=full(interval),
         restart_s=full(restart),
         goodput=full(good),
+        tokens=full(tokens),
+        samples=full(steps * gb),
         steps=full(steps),
         ideal_time_s=full(ideal),
         time_to_train_s=full(wall),

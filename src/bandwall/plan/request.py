@@ -99,6 +99,23 @@ def _choices(kind: str) -> list[str]:
     return keys + (["measured:NAME"] if kind == "fabric" else [])
 
 
+def _wrong_tier(name: str, value: str) -> None:
+    """A fabric given at the wrong level gets an error that says where it belongs."""
+    from bandwall.catalog import load_catalog
+
+    spec = load_catalog().fabrics.get(value)
+    if spec is None:
+        return
+    where = {"scale_up": "--scale-up", "scale_out": "--fabric", "wan": "--wan"}[spec.tier.value]
+    wanted = {
+        "fabric": "a scale-out fabric such as ib-ndr",
+        "scale_up": "a scale-up fabric such as nvlink4",
+        "wan": "a WAN fabric such as internet-10g",
+    }[name]
+    tier = spec.tier.value.replace("_", "-")
+    raise ValueError(f"{value!r} is a {tier} fabric (give it as {where}); give {wanted}")
+
+
 CHOICE_FIELDS = ("model", "preset", "gpu", "provider", "scale_up", "fabric", "wan")
 
 
@@ -321,6 +338,8 @@ class PlanRequest(BaseModel):
         allowed = _choices(name)
         folded = {c.lower(): c for c in allowed}
         if value.lower() not in folded or value == "measured:NAME":
+            if name in ("fabric", "scale_up", "wan"):
+                _wrong_tier(name, value)
             raise ValueError(f"unknown value {value!r}; choose one of: {', '.join(allowed)}")
         return folded[value.lower()] if name not in ("model",) else value
 
