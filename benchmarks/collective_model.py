@@ -11,7 +11,6 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np
-
 from bandwall.collectives import ALGORITHMS, build_topology, collective_time_s
 
 TARGET_PER_S = 1_000_000

@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from bandwall.planning.sweep import sweep
 
-from bandwall.plan import make_plan, request_from_fields
-from bandwall.plan.sweep import sweep
+from bandwall.planning import make_plan, request_from_fields
 
 TARGET_PLANS_PER_S = 100_000
 TARGET_AUTO_S = 1.0

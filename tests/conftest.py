@@ -44,7 +44,7 @@ PINNED = {"tp": 1, "pp": 1, "cp": 1, "ep": 1, "zero": 1}
 
 def plan_of(**fields: object):  # type: ignore[no-untyped-def]
     """A plan from request fields, as `bandwall plan` makes it (unset layout axes searched)."""
-    from bandwall.plan.api import plan
-    from bandwall.plan.request import make_request
+    from bandwall.planning.api import plan
+    from bandwall.planning.request import make_request
 
     return plan(make_request(**fields))

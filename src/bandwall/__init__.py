@@ -19,13 +19,13 @@ __version__ = "0.2.0"
 
 #: public name → module that defines it
 _EXPORTS = {
-    "plan": "bandwall.plan.api",
-    "sweep": "bandwall.plan.api",
-    "compare": "bandwall.plan.api",
-    "scale": "bandwall.plan.api",
-    "Plan": "bandwall.plan.api",
-    "PlanRequest": "bandwall.plan.request",
-    "make_request": "bandwall.plan.request",
+    "plan": "bandwall.planning.api",
+    "sweep": "bandwall.planning.api",
+    "compare": "bandwall.planning.api",
+    "scale": "bandwall.planning.api",
+    "Plan": "bandwall.planning.api",
+    "PlanRequest": "bandwall.planning.request",
+    "make_request": "bandwall.planning.request",
     "Metrics": "bandwall.model.engine",
     "evaluate_collective": "bandwall.model.collectives",
     "CollectiveResult": "bandwall.model.collectives",
@@ -44,7 +44,32 @@ _EXPORTS = {
     "LabError": "bandwall.errors",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "Algo",
+    "BandwallError",
+    "BenchmarkError",
+    "Catalog",
+    "CatalogError",
+    "CollectiveResult",
+    "ConfigError",
+    "LabError",
+    "LayoutError",
+    "Link",
+    "Metrics",
+    "Op",
+    "Plan",
+    "PlanRequest",
+    "Topology",
+    "__version__",
+    "build_topology",
+    "compare",
+    "evaluate_collective",
+    "load_catalog",
+    "make_request",
+    "plan",
+    "scale",
+    "sweep",
+]
 
 if TYPE_CHECKING:
     from bandwall.catalog import Catalog, load_catalog
@@ -59,8 +84,8 @@ if TYPE_CHECKING:
     from bandwall.model.collectives import Algo, CollectiveResult, Op, evaluate_collective
     from bandwall.model.engine import Metrics
     from bandwall.model.topology import Link, Topology, build_topology
-    from bandwall.plan.api import Plan, compare, plan, scale, sweep
-    from bandwall.plan.request import PlanRequest, make_request
+    from bandwall.planning.api import Plan, compare, plan, scale, sweep
+    from bandwall.planning.request import PlanRequest, make_request
 
 
 def __getattr__(name: str) -> Any:

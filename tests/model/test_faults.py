@@ -20,8 +20,8 @@ from bandwall.model.faults import (
     max_bin_load,
     young_interval_s,
 )
-from bandwall.plan.request import make_request
-from bandwall.plan.resolve import resolve_cluster
+from bandwall.planning.request import make_request
+from bandwall.planning.resolve import resolve_cluster
 from tests.conftest import plan_of
 
 
@@ -66,23 +66,21 @@ def test_job_mtbf_matches_llama3_fleet() -> None:
 
 
 def test_plan_reports_goodput_and_its_cost() -> None:
-    p = plan_of(
-            model="llama3-405b", gpus=16384, tp=8, pp=16, global_batch=2048, tokens=15e12
-        )
+    p = plan_of(model="llama3-405b", gpus=16384, tp=8, pp=16, global_batch=2048, tokens=15e12)
     d = p.to_json()
     assert {"goodput", "mtbf_s", "checkpoint_interval_s"} <= set(d)
     assert 0.9 < d["goodput"] < 0.95  # Meta reports > 90% effective training time
     assert d["time_to_train_s"] == pytest.approx(d["ideal_time_s"] / d["goodput"])
     assert d["failure_cost_usd"] > 0
     off = plan_of(
-            model="llama3-405b",
-            gpus=16384,
-            tp=8,
-            pp=16,
-            global_batch=2048,
-            tokens=15e12,
-            failures=False,
-        )
+        model="llama3-405b",
+        gpus=16384,
+        tp=8,
+        pp=16,
+        global_batch=2048,
+        tokens=15e12,
+        failures=False,
+    )
     assert off.metrics["goodput"] == 1.0
     assert off.metrics["time_to_train_s"] == pytest.approx(d["ideal_time_s"])
 
@@ -108,13 +106,13 @@ def test_rerouting_never_faster_than_healthy() -> None:
     for routing in ("adaptive", "static"):
         for frac in (0.01, 0.1, 0.5):
             hurt = plan_of(
-                    model="llama3-70b",
-                    gpus=1024,
-                    tp=8,
-                    pp=4,
-                    failed_link_fraction=frac,
-                    routing=routing,
-                )
+                model="llama3-70b",
+                gpus=1024,
+                tp=8,
+                pp=4,
+                failed_link_fraction=frac,
+                routing=routing,
+            )
             assert hurt.metrics["step_time_s"] >= healthy.metrics["step_time_s"]
 
 

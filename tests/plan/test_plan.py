@@ -7,9 +7,9 @@ import pytest
 
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.collectives import Algo, Op, collective_time_s
-from bandwall.plan.api import sweep
-from bandwall.plan.request import make_request
-from bandwall.plan.resolve import resolve_cluster
+from bandwall.planning.api import sweep
+from bandwall.planning.request import make_request
+from bandwall.planning.resolve import resolve_cluster
 from bandwall.workloads import get_workload
 from tests.conftest import PINNED, plan_of
 
@@ -132,9 +132,7 @@ def test_auto_is_no_slower_than_hand_layouts_and_fits() -> None:
 
 
 def test_diloco_amortises_dp_over_h_steps_and_says_so() -> None:
-    common = dict(
-        model="llama3-8b", gpus=64, preset="decentralized-geo", **{**PINNED, "tp": 2}
-    )
+    common = dict(model="llama3-8b", gpus=64, preset="decentralized-geo", **{**PINNED, "tp": 2})
     sync = plan(**common)
     local = plan(**common, local_sgd_steps=100)
     # the outer sync moves fp32-free bf16 pseudo-gradients once per 100 steps, not overlapped

@@ -25,6 +25,16 @@ from bandwall.errors import CatalogError, ConfigError, unknown_choice
 _M = TypeVar("_M", bound=BaseModel)
 
 
+@cache
+def raw_rows(package: str, name: str, table: str) -> list[dict[str, Any]]:
+    """The rows of one shipped (and overlaid, for the catalog) TOML table, unvalidated: for
+    listing keys where validating every entry would cost start-up time."""
+    if package == "catalog":
+        return [row for _, row in _read_tables(name, table)]
+    text = resources.files(f"bandwall.{package}").joinpath("data", name).read_text("utf-8")
+    return list(tomllib.loads(text).get(table, []))
+
+
 def _read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
     texts = [
         (

@@ -193,7 +193,7 @@ def plan(
     Layout options left unset (--tp, --pp, --cp, --ep, --zero, --micro-batch,
     --virtual-stages) are searched: the fastest layout that is valid and fits is chosen.
     """
-    from bandwall.plan.api import plan as make_plan
+    from bandwall.planning.api import plan as make_plan
     from bandwall.report.tables import plan_tables
 
     the_plan = make_plan(request(fields))
@@ -223,8 +223,8 @@ def compare(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Run one job on several infrastructures side by side."""
-    from bandwall.plan.api import compare as compare_plans
-    from bandwall.plan.presets import presets
+    from bandwall.planning.api import compare as compare_plans
+    from bandwall.planning.presets import presets
     from bandwall.report.tables import compare_table
 
     keys = _split(presets_, "presets") if presets_ else list(presets())
@@ -246,7 +246,7 @@ def sweep(
 ) -> None:
     """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
     a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
-    from bandwall.plan.api import sweep as run_sweep
+    from bandwall.planning.api import sweep as run_sweep
     from bandwall.report.tables import write_table
 
     axes: dict[str, list[Any]] = {}
@@ -275,7 +275,7 @@ def scale(
 ) -> None:
     """Step time, efficiency, goodput and cost per token along GPU count; layout options left
     unset are searched at each count."""
-    from bandwall.plan.api import scale as scale_plans
+    from bandwall.planning.api import scale as scale_plans
     from bandwall.report.tables import scale_table
 
     counts = [int(v) for v in expand("gpus", gpus)]
@@ -438,7 +438,7 @@ def presets_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """List the infrastructure presets `plan --preset` accepts."""
-    from bandwall.plan.presets import presets
+    from bandwall.planning.presets import presets
     from bandwall.report.tables import presets_table
 
     rows = [p.model_dump() for p in presets().values()]
@@ -485,7 +485,7 @@ def error_line(exc: BandwallError, args: list[str]) -> str:
     message as it stands."""
     if exc.field is None:
         return str(exc)
-    from bandwall.plan.request import PlanRequest, field_flag
+    from bandwall.planning.request import PlanRequest, field_flag
 
     flag = field_flag(exc.field)
     typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)

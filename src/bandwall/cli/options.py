@@ -1,4 +1,4 @@
-"""CLI options generated from the request schema (`bandwall.plan.request.PlanRequest`).
+"""CLI options generated from the request schema (`bandwall.planning.request.PlanRequest`).
 
 `with_request_options` appends one option per schema field to a command's signature (Typer reads
 `__signature__`); the command receives the raw strings as `fields` and hands them to the schema,
@@ -19,7 +19,7 @@ import typer
 from pydantic.fields import FieldInfo
 
 from bandwall.errors import ConfigError
-from bandwall.plan.request import (
+from bandwall.planning.request import (
     VECTOR_FIELDS,
     PlanRequest,
     _choices,
@@ -92,11 +92,11 @@ def _option(name: str, multi: bool) -> inspect.Parameter:
         metavar += "[,…|:RANGE]"
     elif multi:
         metavar += "[,…]"
-    annotation = Annotated[
+    text_type: Any = Annotated[
         str | None, typer.Option(flag, help=help_text, metavar=metavar, show_default=False)
     ]
     return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=text_type
     )
 
 

@@ -15,7 +15,7 @@ PLOT_KINDS = ("busbw", "scaling", "breakdown", "cost", "links")
 
 
 def _presets_list(text: str) -> list[str]:
-    from bandwall.plan.presets import presets
+    from bandwall.planning.presets import presets
 
     return [t.strip() for t in text.split(",") if t.strip()] if text else list(presets())
 
@@ -31,7 +31,7 @@ def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[d
 
 
 def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
-    from bandwall.plan.api import scale
+    from bandwall.planning.api import scale
 
     counts = [int(v) for v in expand("gpus", gpus)]
     return {key: scale(request(fields, preset=key, gpus=counts[0]), counts) for key in keys}
@@ -91,7 +91,7 @@ def plot(
             curves, f"{first[0].workload.name}: efficiency and goodput vs GPUs"
         )
     else:
-        from bandwall.plan.api import compare
+        from bandwall.planning.api import compare
 
         plans = compare(req, keys)
         fig = figures.breakdown_figure(plans) if kind == "breakdown" else figures.cost_figure(plans)
@@ -113,7 +113,7 @@ def report(
 ) -> None:
     """Write one self-contained HTML file: plans, bench runs, plots and assumptions."""
     from bandwall.measure.calibrate import nominal_rate_Gbps
-    from bandwall.plan.api import compare
+    from bandwall.planning.api import compare
     from bandwall.report import html
 
     req = request(fields, preset=_presets_list(presets_)[0])

@@ -26,10 +26,10 @@ IntArray = npt.NDArray[np.int64]
 
 __all__ = [
     "LAYOUT_AXES",
+    "RULE_FIELD",
     "LayoutArrays",
     "Mitigation",
     "Recompute",
-    "RULE_FIELD",
     "Rule",
     "Schedule",
     "check_layouts",

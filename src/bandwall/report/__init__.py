@@ -1,11 +1,3 @@
-"""Presentation: terminal tables for plans, comparisons and validations."""
-
-from bandwall.report.tables import (
-    compare_table,
-    format_duration,
-    plan_tables,
-    scale_table,
-    validation_table,
-)
-
-__all__ = ["compare_table", "format_duration", "plan_tables", "scale_table", "validation_table"]
+"""Presentation: terminal tables (`tables`), text and JSON helpers (`text`), charts (`plots`,
+`figures`) and the self-contained HTML report (`html`). Import the submodule you need: this
+package imports nothing, so the CLI's start-up stays light."""

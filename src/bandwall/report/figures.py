@@ -11,7 +11,7 @@ from bandwall.measure.bench.store import Run
 from bandwall.measure.calibrate.fit import MEASURED_ALGO, _single_level
 from bandwall.model.collectives import Op, busbw_factor, collective_time_s, evaluate_collective
 from bandwall.model.topology import Link, Topology
-from bandwall.plan.api import Plan
+from bandwall.planning.api import Plan
 from bandwall.report import plots
 from bandwall.units import GB
 

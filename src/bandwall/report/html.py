@@ -10,7 +10,7 @@ from typing import Any
 from bandwall import __version__
 from bandwall.measure.bench.store import Run
 from bandwall.model.engine import ASSUMPTIONS
-from bandwall.plan.api import Plan
+from bandwall.planning.api import Plan
 from bandwall.report import figures, plots
 from bandwall.report.tables import budget_text, format_duration
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.table import Table
 
-from bandwall.plan.api import BREAKDOWN_KEYS, Plan
+from bandwall.planning.api import BREAKDOWN_KEYS, Plan
 from bandwall.report.text import fmt_num
 from bandwall.workloads import Transformer
 
@@ -299,15 +299,15 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
         t = Table(title="Failure rates (per component-hour)")
         for col in ("key", "GPU", "node", "NIC", "link", "source", "as of"):
             t.add_column(col, overflow="fold")
-        for f in cat.failures.values():
+        for fail in cat.failures.values():
             t.add_row(
-                f.key,
-                f"{f.gpu_per_hour:.2e}",
-                f"{f.node_per_hour:.2e}",
-                f"{f.nic_per_hour:.2e}",
-                f"{f.link_per_hour:.2e}",
-                f.source,
-                str(f.as_of),
+                fail.key,
+                f"{fail.gpu_per_hour:.2e}",
+                f"{fail.node_per_hour:.2e}",
+                f"{fail.nic_per_hour:.2e}",
+                f"{fail.link_per_hour:.2e}",
+                fail.source,
+                str(fail.as_of),
             )
         return t
     t = Table(title="Providers ($ per GPU-hour, on demand)")

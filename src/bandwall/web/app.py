@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from bandwall import __version__
 from bandwall.errors import BandwallError
-from bandwall.plan.request import PlanRequest
+from bandwall.planning.request import PlanRequest
 from bandwall.report.text import json_safe
 
 
@@ -75,14 +75,14 @@ def create_app(db: str | None = None) -> FastAPI:
 
     @app.post("/api/plan", summary="Plan one training job")
     def api_plan(q: PlanRequest) -> JSONResponse:
-        from bandwall.plan.api import plan
+        from bandwall.planning.api import plan
 
         return ok(plan(q).to_json())
 
     @app.post("/api/compare", summary="The same job on several presets")
     def api_compare(q: CompareQuery) -> JSONResponse:
-        from bandwall.plan.api import compare
-        from bandwall.plan.presets import presets
+        from bandwall.planning.api import compare
+        from bandwall.planning.presets import presets
 
         keys = q.presets or list(presets())
         return ok([p.to_json() for p in compare(q.plan, keys)])
@@ -112,7 +112,7 @@ def create_app(db: str | None = None) -> FastAPI:
 
     @app.get("/api/presets", summary="Infrastructure presets")
     def api_presets() -> JSONResponse:
-        from bandwall.plan.presets import presets
+        from bandwall.planning.presets import presets
 
         return ok([p.model_dump() for p in presets().values()])
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.plan.api import plan
-from bandwall.plan.request import make_request
+from bandwall.planning.api import plan
+from bandwall.planning.request import make_request
 from bandwall.workloads import custom_transformer
 
 REFERENCE_ENV = "BANDWALL_REFERENCE_DIR"

@@ -78,24 +78,23 @@ def _meta(group: str, **extra: Any) -> dict[str, Any]:
 
 
 def _choices(kind: str) -> list[str]:
-    """The values a catalog-backed field accepts (for help text, forms and errors)."""
+    """The values a catalog-backed field accepts (for help text, forms and errors). Read from
+    the raw TOML keys, without validating every entry, so `--help` stays fast."""
+    from bandwall.catalog.loader import raw_rows
+
     if kind == "model":
-        from bandwall.workloads import builtin_workloads
-
-        return [*builtin_workloads(), "custom"]
+        rows = raw_rows("workloads", "models.toml", "transformer")
+        rows += raw_rows("workloads", "models.toml", "cnn")
+        return [str(r["key"]) for r in rows] + ["custom"]
     if kind == "preset":
-        from bandwall.plan.presets import presets
-
-        return list(presets())
-    from bandwall.catalog import Tier, load_catalog
-
-    cat = load_catalog()
+        return [str(r["key"]) for r in raw_rows("planning", "presets.toml", "preset")]
     if kind == "gpu":
-        return list(cat.gpus)
+        return [str(r["name"]) for r in raw_rows("catalog", "gpus.toml", "gpu")]
     if kind == "provider":
-        return list(cat.providers)
-    tier = {"scale_up": Tier.SCALE_UP, "fabric": Tier.SCALE_OUT, "wan": Tier.WAN}[kind]
-    keys = [k for k, f in cat.fabrics.items() if f.tier is tier]
+        return [str(r["key"]) for r in raw_rows("catalog", "providers.toml", "provider")]
+    tier = {"scale_up": "scale_up", "fabric": "scale_out", "wan": "wan"}[kind]
+    fabrics = raw_rows("catalog", "fabrics.toml", "fabric")
+    keys = [str(r["key"]) for r in fabrics if r.get("tier") == tier]
     return keys + (["measured:NAME"] if kind == "fabric" else [])
 
 
@@ -128,6 +127,9 @@ class PlanRequest(BaseModel):
         use_attribute_docstrings=True,
         allow_inf_nan=False,
         str_max_length=256,
+        # validators are built on first use, not at import: `bandwall --help` only needs the
+        # field list
+        defer_build=True,
     )
 
     # --- workload ------------------------------------------------------------------------

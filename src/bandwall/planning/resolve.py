@@ -13,8 +13,8 @@ from bandwall.errors import ConfigError
 from bandwall.model.cluster import Cluster
 from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
 from bandwall.model.topology import Link
-from bandwall.plan.presets import get_preset
-from bandwall.plan.request import PlanRequest
+from bandwall.planning.presets import get_preset
+from bandwall.planning.request import PlanRequest
 from bandwall.units import GB, US
 from bandwall.workloads import Transformer, Workload, custom_transformer, get_workload
 
@@ -46,7 +46,7 @@ def resolve_workload(req: PlanRequest) -> Workload:
 
 def _vec(vec: dict[str, Any], name: str, scalar: Any) -> Any:
     """The vector axis `name` if the sweep gives one, else the request's scalar."""
-    return vec[name] if name in vec else scalar
+    return vec.get(name, scalar)
 
 
 def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Cluster:

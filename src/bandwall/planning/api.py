@@ -20,14 +20,14 @@ from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
 from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
-from bandwall.plan.request import (
+from bandwall.planning.request import (
     LAYOUT_FIELDS,
     VECTOR_FIELDS,
     PlanRequest,
     config_error,
     field_flag,
 )
-from bandwall.plan.resolve import describe_cluster, resolve_cluster, resolve_workload
+from bandwall.planning.resolve import describe_cluster, resolve_cluster, resolve_workload
 from bandwall.workloads import Transformer, Workload
 
 #: Default global batch for transformers: 4 Mi tokens per step, a common large-run setting.

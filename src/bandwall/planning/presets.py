@@ -31,7 +31,7 @@ class Preset(BaseModel):
 
 @cache
 def presets() -> dict[str, Preset]:
-    text = resources.files("bandwall.plan").joinpath("data", "presets.toml").read_text()
+    text = resources.files("bandwall.planning").joinpath("data", "presets.toml").read_text()
     try:
         rows = [Preset.model_validate(r) for r in tomllib.loads(text)["preset"]]
     except Exception as exc:  # pragma: no cover - shipped data is tested
