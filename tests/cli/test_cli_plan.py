@@ -274,3 +274,20 @@ def test_models_and_presets_listings(run_cli) -> None:  # type: ignore[no-untype
         "decentralized-colocated",
         "decentralized-geo",
     }
+
+
+def test_options_doc_is_generated_from_the_schema() -> None:
+    """docs/options.md is `python -m bandwall.cli.docs`: regenerate it when the schema
+    changes."""
+    from bandwall.cli.docs import options_markdown
+
+    doc = Path(__file__).resolve().parents[2] / "docs" / "options.md"
+    assert doc.read_text() == options_markdown()
+
+
+def test_help_lists_allowed_values(run_cli) -> None:  # type: ignore[no-untyped-def]
+    r = run_cli("plan", "--help")
+    assert r.code == 0
+    flat = " ".join(r.out.split())
+    for value in ("ai-factory-ib", "llama3-70b", "H100-SXM", "ib-ndr", "interleaved"):
+        assert value in flat

@@ -22,7 +22,7 @@ from bandwall.errors import ConfigError
 from bandwall.planning.request import (
     VECTOR_FIELDS,
     PlanRequest,
-    _choices,
+    choices_for,
     field_flag,
     field_meta,
     make_request,
@@ -62,7 +62,7 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     text = (info.description or "").strip()
     meta = field_meta(name)
     if with_choices and meta.get("choices"):
-        text += " Choices: " + ", ".join(_choices(str(meta["choices"]))) + "."
+        text += " Choices: " + ", ".join(choices_for(str(meta["choices"]))) + "."
     ann = _base_type(info)
     enum_values = getattr(info.annotation, "__members__", None)
     if enum_values:

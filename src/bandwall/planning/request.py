@@ -77,14 +77,16 @@ def _meta(group: str, **extra: Any) -> dict[str, Any]:
     return {"group": group, **extra}
 
 
-def _choices(kind: str) -> list[str]:
+def choices_for(kind: str) -> list[str]:
     """The values a catalog-backed field accepts (for help text, forms and errors). Read from
     the raw TOML keys, without validating every entry, so `--help` stays fast."""
     from bandwall.catalog.loader import raw_rows
 
     if kind == "model":
-        rows = raw_rows("workloads", "models.toml", "transformer")
-        rows += raw_rows("workloads", "models.toml", "cnn")
+        rows = [
+            *raw_rows("workloads", "models.toml", "transformer"),
+            *raw_rows("workloads", "models.toml", "cnn"),
+        ]
         return [str(r["key"]) for r in rows] + ["custom"]
     if kind == "preset":
         return [str(r["key"]) for r in raw_rows("planning", "presets.toml", "preset")]
@@ -337,7 +339,7 @@ class PlanRequest(BaseModel):
             if not profile or not all(c.isalnum() or c in "-_" for c in profile):
                 raise ValueError(f"profile name {profile!r} must be letters, digits, '-' or '_'")
             return value
-        allowed = _choices(name)
+        allowed = choices_for(name)
         folded = {c.lower(): c for c in allowed}
         if value.lower() not in folded or value == "measured:NAME":
             if name in ("fabric", "scale_up", "wan"):
