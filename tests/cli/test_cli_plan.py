@@ -239,17 +239,22 @@ def test_sweep_writes_csv(run_cli, tmp_path: Path) -> None:  # type: ignore[no-u
     assert bad.code == 2 and "bandwidth" in bad.err
 
 
-def test_validate_published_within_15_percent(run_cli) -> None:  # type: ignore[no-untyped-def]
-    ref = SHARED / "reference"
-    if not (ref / "training_throughput.csv").is_file():
-        pytest.skip("shared/reference/training_throughput.csv not present")
-    r = run_cli("validate", "--published", "--reference", str(ref), "--json")
+def test_validate_published_meets_the_targets(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Shipped data works from a clean install; Korthikanti et al. 2022 Table 5 within mean 3%
+    / max 8% (Calculon's published fit: 3.65% / 8.9%); Llama 3 405B (Table 4) each row ≤ 10%."""
+    r = run_cli("validate", "--published", "--json")
     assert r.code == 0, r.err
     d = json.loads(r.out)
-    assert d["summary"]["rows"] >= 3
-    assert d["summary"]["median_abs_error"] <= 0.15
-    table = run_cli("validate", "--published", "--reference", str(ref))
-    assert "median |error|" in table.out
+    k = d["summary"]["korthikanti_table5.csv"]
+    assert k["rows"] == 8 and k["mean_abs_error"] <= 0.03 and k["max_abs_error"] <= 0.08
+    llama = [row for row in d["rows"] if row["file"] == "training_throughput.csv"]
+    assert len(llama) >= 3 and all(abs(row["error"]) <= 0.10 for row in llama)
+    table = run_cli("validate", "--published")
+    assert "mean |error|" in table.out and "22b-full" in table.out
+    ref = SHARED / "reference"
+    if (ref / "training_throughput.csv").is_file():
+        same = json.loads(run_cli("validate", "--published", "--reference", str(ref), "--json").out)
+        assert same["summary"]["training_throughput.csv"]["rows"] >= 3
     missing = run_cli("validate", "--published", "--reference", "/nonexistent")
     assert missing.code == 2 and "reference" in missing.err
 

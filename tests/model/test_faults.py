@@ -22,7 +22,7 @@ from bandwall.model.faults import (
 )
 from bandwall.planning.request import make_request
 from bandwall.planning.resolve import resolve_cluster
-from tests.conftest import plan_of
+from tests.conftest import PINNED, plan_of
 
 
 def test_young_and_daly_closed_forms() -> None:
@@ -138,13 +138,15 @@ def test_stragglers_and_mitigations() -> None:
         global_batch=1024,
         straggler_fraction=0.01,
         straggler_slowdown=0.3,
+        **{**PINNED, "tp": 2},
+        micro_batch=1,
     )
     sync = plan_of(**common)
     backup = plan_of(**common, straggler_mitigation="backup")
     c = sync.metrics["compute_s"]
     assert sync.breakdown["straggler"] == pytest.approx(c * 0.3 * (1 - 0.99**1024))
     assert backup.breakdown["straggler"] == pytest.approx(c * 0.01 / 0.99)
-    local = dict(common, tp=2, local_sgd_steps=50)
+    local = dict(common, local_sgd_steps=50)
     asyn = plan_of(**local, straggler_mitigation="async")
     assert asyn.breakdown["straggler"] == pytest.approx(asyn.metrics["compute_s"] * 0.3 * 0.01)
     with pytest.raises(LayoutError, match="async outer steps need local SGD"):

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from bandwall.catalog.models import FabricSpec, FailureSpec, GpuSpec, ProviderSpec
+from bandwall.catalog.perf import GpuPerf
 from bandwall.errors import CatalogError, ConfigError, unknown_choice
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -80,6 +81,7 @@ class Catalog:
     fabrics: Mapping[str, FabricSpec]
     providers: Mapping[str, ProviderSpec]
     failures: Mapping[str, FailureSpec]
+    perf: Mapping[str, GpuPerf]
 
     def gpu(self, name: str) -> GpuSpec:
         found = _lookup(self.gpus, name)
@@ -93,6 +95,13 @@ class Catalog:
         found = _lookup(self.fabrics, key)
         if found is None:
             raise unknown_choice("fabric", key, self.fabrics)
+        return found
+
+    def gpu_perf(self, name: str) -> GpuPerf:
+        """The achieved rates of a catalog GPU (every GPU must have an entry)."""
+        found = _lookup(self.perf, self.gpu(name).name)
+        if found is None:
+            raise CatalogError(f"gpu_perf.toml: no entry for GPU {name!r}")
         return found
 
     def failure_profile(self, key: str) -> FailureSpec:
@@ -117,6 +126,9 @@ def _lookup(table: Mapping[str, _M], name: str) -> _M | None:
 
 
 def _check_references(cat: Catalog) -> None:
+    for name in cat.perf:
+        if name not in cat.gpus:
+            raise CatalogError(f"gpu_perf.toml: entry for unknown gpu {name!r}")
     for gpu in cat.gpus.values():
         if gpu.scale_up_fabric not in cat.fabrics:
             raise CatalogError(f"gpu {gpu.name!r}: unknown scale_up_fabric {gpu.scale_up_fabric!r}")
@@ -187,6 +199,7 @@ def load_catalog() -> Catalog:
         fabrics=_validate(FabricSpec, _read_tables("fabrics.toml", "fabric"), "key"),
         providers=_validate(ProviderSpec, _read_tables("providers.toml", "provider"), "key"),
         failures=_validate(FailureSpec, _read_tables("failures.toml", "failures"), "key"),
+        perf=_validate(GpuPerf, _read_tables("gpu_perf.toml", "perf"), "gpu"),
     )
     _check_references(cat)
     return cat

@@ -321,21 +321,18 @@ def validate(
     from bandwall.units import parse_rate_Gbps, parse_size
 
     if published:
-        rows, summary = validate_published(find_reference_dir(reference))
+        rows, summaries = validate_published(find_reference_dir(reference))
         if as_json:
-            print_json({"rows": rows, "summary": summary})
+            print_json({"rows": rows, "summary": summaries})
             return
-        console.print(
-            validation_table(
-                rows,
-                "Model vs published training throughput (one set of defaults, no per-row "
-                "constants)",
+        for name, summary in summaries.items():
+            mine = [r for r in rows if r["file"] == name]
+            console.print(validation_table(mine, f"{mine[0]['source']} ({name})"))
+            console.print(
+                f"mean |error| {summary['mean_abs_error']:.1%}, median "
+                f"{summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over "
+                f"{summary['rows']:.0f} rows"
             )
-        )
-        console.print(
-            f"median |error| {summary['median_abs_error']:.1%}, max "
-            f"{summary['max_abs_error']:.1%} over {summary['rows']} rows"
-        )
         return
     if results is None:
         raise ConfigError("give RESULTS (a run id, 'latest' or a JSON export) or --published")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bandwall.catalog import FailureSpec, GpuSpec, Precision
+from bandwall.catalog.perf import GpuPerf
 from bandwall.model.topology import Link, Numeric, Topology
 
 
@@ -21,6 +22,7 @@ class Cluster:
     preset: str
     provider: str
     gpu: GpuSpec
+    perf: GpuPerf
     precision: Precision
     num_gpus: Numeric
     gpus_per_node: int
@@ -52,8 +54,9 @@ class Cluster:
 
     @property
     def memory_bytes(self) -> float:
-        """Device memory of one GPU in bytes."""
-        return self.gpu.memory_GB * 1e9
+        """Device memory of one GPU in bytes, as nvidia-smi reports it (81,559 MiB for an
+        "80 GB" H100), not the datasheet's decimal gigabytes."""
+        return float(self.perf.memory_bytes)
 
     def nodes(self) -> Numeric:
         return np.ceil(np.asarray(self.num_gpus, dtype=np.float64) / self.gpus_per_node)

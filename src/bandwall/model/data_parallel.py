@@ -13,11 +13,26 @@ BACKWARD_SHARE = 2 / 3
 TOPK_BYTES_PER_ELEMENT = 2 + 4
 
 
-def grad_bytes_per_param(grad_dtype: str, compression: str) -> float:
-    """Bytes per gradient element on the wire: the reduction dtype, or 1 with int8."""
+def grad_bytes_per_param(reduce_dtype: str, compression: str) -> float:
+    """Bytes per gradient element on the wire: the reduction dtype, or 1 with int8.
+
+    fp32 is what the common stacks reduce in by default: Megatron-LM with bf16 accumulates and
+    all-reduces gradients in fp32 (`accumulate_allreduce_grads_in_fp32`, set for bf16 in
+    megatron/training/arguments.py), PyTorch DDP under autocast keeps fp32 `.grad`, and
+    torchtitan's FSDP2 `mixed_precision_reduce` is float32 (torchtitan/config/configs.py).
+    """
     if compression == "int8":
         return 1.0
-    return 4.0 if grad_dtype == "fp32" else 2.0
+    return 4.0 if reduce_dtype == "fp32" else 2.0
+
+
+def bucketed_all_reduce_s(grad_bytes: Any, bucket_MiB: float, all_reduce_s: Any) -> Any:
+    """All gradient buckets reduced one after another (PyTorch DDP, Li et al. 2020; Megatron's
+    grad buckets): n buckets of the bucket size each pay the collective's latency, so small
+    models are latency-bound. `all_reduce_s(size)` prices one bucket."""
+    bucket = bucket_MiB * 2**20
+    count = np.maximum(np.ceil(grad_bytes / bucket), 1.0)
+    return count * all_reduce_s(grad_bytes / count)
 
 
 def ddp_exposed_s(reduce_s: Any, backward_window_s: Any, last_bucket_s: Any) -> Any:

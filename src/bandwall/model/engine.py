@@ -73,18 +73,39 @@ class StepOptions:
     global_batch: Any
     """Sequences (or images) per step; scalar or array."""
     recompute: Recompute = Recompute.AUTO
-    grad_dtype: str = "bf16"
+    reduce_dtype: str = "fp32"
     compression: str = "none"
     local_sgd_steps: int = 1
     overlap: bool = True
-    tp_overlap: float = 0.0
+    sequence_parallel: bool = True
+    tp_comm_overlap: bool = False
+    pp_comm_overlap: bool = True
+    flash_attention: bool = True
     ep_overlap: float = 0.0
     bucket_MiB: float = 25.0
-    compute_efficiency: float | None = None
+    gemm_efficiency: float | None = None
     straggler_mitigation: Mitigation = Mitigation.NONE
     schedule: Schedule = Schedule.INTERLEAVED
     tokens: float | None = None
     epochs: float | None = None
+    lora_rank: int | None = None
+    offload_optimizer: bool = False
+    eval_interval_steps: int | None = None
+    eval_samples: int = 0
+
+
+def lora_trainable_fraction(w: Workload, rank: int | None) -> float:
+    """Share of parameters that train: 1, or with LoRA of rank r on every linear layer of a
+    transformer (q, k, v, o and the MLP; Hu et al. 2021) r·(d_in + d_out) per matrix."""
+    if rank is None or not isinstance(w, Transformer):
+        return 1.0
+    h, hq, kv = w.hidden, w.heads * w.head_dim, w.kv_dim
+    ffn = w.ffn or 4 * w.hidden
+    mats = [(h, hq), (h, kv), (h, kv), (hq, h), (ffn, h), (h, ffn)]
+    if w.gated_mlp:
+        mats.append((h, ffn))
+    per_layer = sum(rank * (a + b) for a, b in mats)
+    return min(1.0, w.layers * per_layer / w.params)
 
 
 def topk_ratio(compression: str) -> float | None:
@@ -162,8 +183,13 @@ class Metrics:
     samples: FloatArray
     """Sequences or images processed over the budget."""
     steps: FloatArray
+    optimizer_s: FloatArray
+    """Optimizer step per training step (inside compute_s): Adam's HBM traffic, or PCIe and
+    host work when offloaded."""
     ideal_time_s: FloatArray
     """Time to train without failures."""
+    eval_time_s: FloatArray
+    """Evaluation passes over the whole run (included in ideal_time_s)."""
     time_to_train_s: FloatArray
     gpu_hours: FloatArray
     price_per_gpu_hour_usd: FloatArray
@@ -209,6 +235,21 @@ def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> M
         return _evaluate(w, cl, lay, opt)
 
 
+def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
+    perf = cl.perf
+    return compute.GpuRates(
+        peak_flops=cl.peak_flops,
+        gemm_efficiency=opt.gemm_efficiency or perf.gemm_efficiency * compute.TRAINING_GEMM_FACTOR,
+        attention_efficiency=perf.attention_efficiency,
+        hbm_Bps=cl.gpu.memory_bandwidth_TBps * 1e12 * perf.hbm_efficiency,
+        sm_count=perf.sm_count,
+        tile_m=perf.gemm_tile[0],
+        tile_n=perf.gemm_tile[1],
+        kernel_launch_s=perf.kernel_launch_us * 1e-6,
+        virtualization_overhead=cl.virtualization_overhead,
+    )
+
+
 def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
     tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
         cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
@@ -225,17 +266,17 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     rule = np.broadcast_to(rule, tp.shape)
     dp = n / (tp * pp * cp)
     m = gb / (dp * mb)
-    eff = opt.compute_efficiency or w.compute_efficiency
-    rate = compute.sustained_flops(cl.peak_flops, eff, cl.virtualization_overhead)
-    grad_b = data_parallel.grad_bytes_per_param(opt.grad_dtype, opt.compression)
-    flops_per_sample = compute.training_flops_per_sample(w)
+    rates = _gpu_rates(cl, opt)
+    grad_b = data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression)
     params = float(w.params)
+    trainable = lora_trainable_fraction(w, opt.lora_rank)
+    dp_cp = dp * cp  # Megatron reduces gradients and shards the optimizer over DP × CP
 
     if isinstance(w, Transformer):
         seq, h = float(w.seq_len), float(w.hidden)
         tokens_per_sample = seq
         layers_ps = np.ceil(w.layers / pp)
-        moe_ps = w.moe_layers / pp
+        moe_ps = layers_ps * (w.moe_layers / w.layers)
         routed = float(w.routed_expert_params)
     else:
         seq = h = 0.0
@@ -247,58 +288,129 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     # --- memory ---------------------------------------------------------------------------
     dense_local = (params - routed) / (tp * pp)
     expert_local = routed / (tp * pp * ep)
-    dp_expert = dp / ep
+    dp_expert = dp_cp / ep
     weights, grads, optimizer = memory.state_bytes(
-        dense_local, expert_local, dp, dp_expert, zero, grad_b, opt.local_sgd_steps
+        dense_local,
+        expert_local,
+        dp_cp,
+        dp_expert,
+        zero,
+        grad_b,
+        opt.local_sgd_steps,
+        trainable_fraction=trainable,
+        offload_optimizer=opt.offload_optimizer,
     )
     static = weights + grads + optimizer
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
     if isinstance(w, Transformer):
         acts, recompute_share = memory.transformer_activation_bytes(
-            w, opt.recompute, tp, pp, cp, mb, m, v, static, capacity
+            w,
+            opt.recompute,
+            tp,
+            pp,
+            cp,
+            mb,
+            m,
+            v,
+            static,
+            capacity,
+            sequence_parallel=opt.sequence_parallel,
+            flash_attention=opt.flash_attention,
         )
     else:
         acts = w.activation_bytes_per_sample * mb + np.zeros_like(static)
         recompute_share = np.zeros_like(static)
     mem_total = static + acts
 
-    # --- compute --------------------------------------------------------------------------
-    t_mb = compute.microbatch_compute_s(flops_per_sample, mb, tp * cp * pp, rate, recompute_share)
-    compute_s = m * t_mb
-
-    # --- tensor, context and expert parallelism, per micro-batch per stage ---------------
-    tp_ar = _coll(Op.ALL_REDUCE, parallel.tp_bytes(mb, seq, h, cp), tp, cl, 1.0)
-    tp_exp = parallel.tp_microbatch_s(layers_ps, tp_ar, opt.tp_overlap)
+    # --- compute and tensor parallelism, per micro-batch on the slowest stage ----------------
     if isinstance(w, Transformer):
+        tokens = mb * seq / cp
+        layer_kw = dict(
+            sequence_parallel=opt.sequence_parallel, flash_attention=opt.flash_attention
+        )
+        dense_layer = compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=False, **layer_kw)
+        moe_layer = (
+            compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=True, **layer_kw)
+            if w.is_moe
+            else dense_layer
+        )
+        dense_ps = layers_ps - moe_ps
+        forward = dense_ps * dense_layer.forward_s + moe_ps * moe_layer.forward_s
+        gemm_fwd = dense_ps * dense_layer.gemm_s + moe_ps * moe_layer.gemm_s
+        core = dense_ps * dense_layer.attention_core_s + moe_ps * moe_layer.attention_core_s
+        # full recomputation reruns the forward of its share of layers; selective reruns the
+        # attention core (free with FlashAttention, whose backward recomputes it anyway)
+        selective = 0.0 if opt.flash_attention else core
+        recompute_s = recompute_share * forward + np.where(
+            opt.recompute is Recompute.NONE, 0.0, (1 - recompute_share) * selective
+        )
+        frozen_saving = (1 - trainable) * gemm_fwd  # frozen weights need no weight gradient
+        kernels = layers_ps * dense_layer.kernels
+        t_mb = compute.microbatch_s(forward, kernels, rates, recompute_s) - frozen_saving
+        t_mb = t_mb + compute.lm_head_s(w, tokens, tp, rates)
+        buf = parallel.tp_bytes(mb, seq, h, cp)
+        tp_layer = parallel.tp_layer_s(
+            _coll(Op.ALL_REDUCE, buf, tp, cl, 1.0),
+            _coll(Op.ALL_GATHER, buf, tp, cl, 1.0),
+            _coll(Op.REDUCE_SCATTER, buf, tp, cl, 1.0),
+            gemm_fwd / layers_ps,
+            sequence_parallel=opt.sequence_parallel,
+            comm_overlap=opt.tp_comm_overlap,
+            tp_ranks=tp,
+            recompute_forward=recompute_share,
+        )
+        tp_exp = np.where(tp > 1, layers_ps * tp_layer, 0.0)
         kv = parallel.cp_kv_bytes(mb, seq, float(w.kv_dim))
         cp_exp = parallel.cp_microbatch_s(
             layers_ps,
             _coll(Op.ALL_GATHER, kv, cp, cl, tp),
             _coll(Op.REDUCE_SCATTER, kv, cp, cl, tp),
-            w.attention_flops_fraction * t_mb,
+            (1 + compute.BACKWARD_FACTOR) * core,
         )
         a2a = parallel.ep_bytes(mb, seq, tp, cp, float(w.top_k), h)
         ep_exp = parallel.ep_microbatch_s(
             moe_ps, _coll(Op.ALL_TO_ALL, a2a, ep, cl, tp * cp), opt.ep_overlap
         )
     else:
-        cp_exp = ep_exp = np.zeros_like(tp)
+        t_mb = compute.cnn_microbatch_s(
+            w.flops_per_sample,
+            w.traffic_bytes_per_sample,
+            w.kernels_per_step,
+            mb,
+            rates,
+            w.compute_efficiency,
+        ) + np.zeros_like(tp)
+        tp_exp = cp_exp = ep_exp = np.zeros_like(tp)
+    optimizer_s = memory.optimizer_step_s(
+        (dense_local + expert_local) * trainable,
+        np.where(zero >= 1, dp_cp, 1.0),
+        rates.hbm_Bps,
+        opt.offload_optimizer,
+    )
+    compute_s = m * t_mb + optimizer_s
     stage = t_mb + tp_exp + cp_exp + ep_exp
 
     # --- pipeline ---------------------------------------------------------------------------
     p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp)
-    bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m)
+    bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m, overlap=opt.pp_comm_overlap)
 
     # --- data parallelism -----------------------------------------------------------------
-    dense_b, expert_b = dense_local * grad_b, expert_local * grad_b
+    dense_b = dense_local * grad_b * trainable
+    expert_b = expert_local * grad_b * trainable
     H = opt.local_sgd_steps
     ratio = topk_ratio(opt.compression)
     if ratio is not None:
-        sparse = ratio * (dense_local + expert_local) * data_parallel.TOPK_BYTES_PER_ELEMENT
-        t_reduce = _coll(Op.ALL_GATHER, sparse * dp, dp, cl, tp * cp)
+        sparse = (
+            ratio * (dense_local + expert_local) * trainable * data_parallel.TOPK_BYTES_PER_ELEMENT
+        )
+        t_reduce = _coll(Op.ALL_GATHER, sparse * dp_cp, dp_cp, cl, tp)
     else:
-        t_reduce = _coll(Op.ALL_REDUCE, dense_b, dp, cl, tp * cp) + _coll(
-            Op.ALL_REDUCE, expert_b, dp_expert, cl, tp * cp * ep
+        t_reduce = data_parallel.bucketed_all_reduce_s(
+            dense_b, opt.bucket_MiB, lambda size: _coll(Op.ALL_REDUCE, size, dp_cp, cl, tp)
+        ) + data_parallel.bucketed_all_reduce_s(
+            expert_b,
+            opt.bucket_MiB,
+            lambda size: _coll(Op.ALL_REDUCE, size, dp_expert, cl, tp * ep),
         )
     window = data_parallel.BACKWARD_SHARE * t_mb if opt.overlap else 0.0
     last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
@@ -306,18 +418,20 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     if H > 1:
         ddp_s = t_reduce / H
     w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
+    # FSDP: per micro-batch, all-gather the stage's weights for forward and again for backward
+    # (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients
     fsdp_mb = (
         2
         * (
-            _coll(Op.ALL_GATHER, w_dense * dp, dp, cl, tp * cp)
-            + _coll(Op.ALL_GATHER, w_exp * dp_expert, dp_expert, cl, tp * cp * ep)
+            _coll(Op.ALL_GATHER, w_dense, dp_cp, cl, tp)
+            + _coll(Op.ALL_GATHER, w_exp, dp_expert, cl, tp * ep)
         )
-        + _coll(Op.REDUCE_SCATTER, dense_b * dp, dp, cl, tp * cp)
-        + _coll(Op.REDUCE_SCATTER, expert_b * dp_expert, dp_expert, cl, tp * cp * ep)
+        + _coll(Op.REDUCE_SCATTER, dense_b, dp_cp, cl, tp)
+        + _coll(Op.REDUCE_SCATTER, expert_b, dp_expert, cl, tp * ep)
     )
     fsdp_s = data_parallel.fsdp_exposed_s(fsdp_mb, t_mb if opt.overlap else 0.0, layers_ps, m)
     dp_s = np.where(zero >= 3, fsdp_s, ddp_s)
-    share, share_e = data_parallel.ring_share(dp), data_parallel.ring_share(dp_expert)
+    share, share_e = data_parallel.ring_share(dp_cp), data_parallel.ring_share(dp_expert)
     ddp_bytes = 2 * (share * dense_b + share_e * expert_b) / H
     fsdp_bytes = m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
     dp_bytes = np.where(zero >= 3, fsdp_bytes, ddp_bytes)
@@ -334,10 +448,12 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     exposed = tp_s + cp_s + ep_s + pp_s + dp_s
     step = compute_s + exposed + bubble_s + straggler
     tokens_step = gb * tokens_per_sample
-    flops_step = gb * flops_per_sample
+    flops_step = gb * compute.training_flops_per_sample(w)
 
     # --- failures and checkpoints -------------------------------------------------------------
-    write_s = faults.checkpoint_write_s(params, cl.checkpoint_write_GBps()) + np.zeros_like(step)
+    # a LoRA checkpoint holds only the adapters and their optimizer state
+    write_s = faults.checkpoint_write_s(params * trainable, cl.checkpoint_write_GBps())
+    write_s = write_s + np.zeros_like(step)
     restart = cl.restart_s + write_s
     if cl.failures is None:
         mtbf = np.full(step.shape, math.inf)
@@ -352,12 +468,19 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
 
     # --- budget and cost --------------------------------------------------------------------
     if isinstance(w, Transformer):
-        tokens = opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params
-        steps = tokens / tokens_step
+        budget_tokens = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
+        steps = budget_tokens / tokens_step
     else:
-        tokens = 0.0
+        budget_tokens = 0.0
         steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / gb
-    ideal = steps * step
+    # evaluation (MLPerf's clock includes it): a forward pass over eval_samples every
+    # eval_interval_steps, at the training step's forward share of compute and TP time
+    eval_total = np.zeros_like(step)
+    if opt.eval_interval_steps and opt.eval_samples:
+        forward_per_sample = (compute_s + tp_s) / (1 + compute.BACKWARD_FACTOR) / gb
+        evals = np.floor(steps / opt.eval_interval_steps)
+        eval_total = evals * opt.eval_samples * forward_per_sample
+    ideal = steps * step + eval_total
     wall = ideal / good
     hours = cost.gpu_hours(n, wall)
     egress_step = cost.egress_bytes_per_step(
@@ -365,7 +488,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         pp,
         isinstance(w, Transformer),
         gb * seq * h * memory.ACT_BYTES,
-        params * (4.0 if opt.grad_dtype == "fp32" else 2.0),
+        params * trainable * grad_b,
         H,
     )
     egress = egress_step * steps
@@ -420,10 +543,12 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         checkpoint_interval_s=full(interval),
         restart_s=full(restart),
         goodput=full(good),
-        tokens=full(tokens),
+        tokens=full(budget_tokens),
         samples=full(steps * gb),
         steps=full(steps),
+        optimizer_s=full(optimizer_s),
         ideal_time_s=full(ideal),
+        eval_time_s=full(eval_total),
         time_to_train_s=full(wall),
         gpu_hours=full(hours),
         price_per_gpu_hour_usd=full(price),

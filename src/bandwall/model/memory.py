@@ -32,9 +32,6 @@ LOGIT_BYTES = 4
 USABLE_MEMORY_FRACTION = 0.9
 #: DiLoCo keeps the outer optimizer state and the last synchronised weights in fp32.
 DILOCO_EXTRA_BYTES_PER_PARAM = 8
-#: Activation bytes per token per layer per unit of hidden size (Korthikanti et al. 2022).
-SELECTIVE_ACT_PER_H = 34
-FULL_ACT_PER_H = 2
 #: Attention score bytes per token per head per sequence position without recomputation.
 ATTN_SCORES_PER_HEAD_SEQ = 5
 
@@ -55,7 +52,7 @@ class MemoryBytes:
 
 
 def usable_memory_bytes(device_memory_bytes: float) -> float:
-    """What the framework can allocate of a device's memory."""
+    """What the framework can allocate of a device's memory (nvidia-smi's total)."""
     return device_memory_bytes * USABLE_MEMORY_FRACTION
 
 
@@ -67,8 +64,14 @@ def state_bytes(
     zero: Any,
     grad_bytes_per_param: float,
     local_sgd_steps: int,
+    *,
+    trainable_fraction: float = 1.0,
+    offload_optimizer: bool = False,
 ) -> tuple[Any, Any, Any]:
-    """Weights, gradients and optimizer state per GPU under ZeRO stage `zero`."""
+    """Weights, gradients and optimizer state per GPU under ZeRO stage `zero` (sharded over
+    `dp`, the data × context-parallel ranks). Frozen weights (LoRA) keep no gradient and no
+    optimizer state; an offloaded optimizer keeps its state in host memory (ZeRO-Offload,
+    Ren et al. 2021)."""
 
     def sharded(on: Any) -> Any:
         return np.where(
@@ -78,13 +81,64 @@ def state_bytes(
         )
 
     weights = WEIGHT_BYTES * sharded(zero >= 3)
-    grads = grad_bytes_per_param * sharded(zero >= 2)
-    optimizer = ADAM_BYTES_PER_PARAM * sharded(zero >= 1)
+    grads = grad_bytes_per_param * trainable_fraction * sharded(zero >= 2)
+    optimizer = ADAM_BYTES_PER_PARAM * trainable_fraction * sharded(zero >= 1)
+    if offload_optimizer:
+        optimizer = optimizer * 0.0
     if local_sgd_steps > 1:
         optimizer = optimizer + DILOCO_EXTRA_BYTES_PER_PARAM * (
             dense_params_local + expert_params_local
         )
     return weights, grads, optimizer
+
+
+#: HBM bytes a fused Adam step moves per parameter in mixed precision: reads fp32 master
+#: weight, gradient, m and v (16), writes master, m and v (12) and the bf16 weight (2)
+#: (apex/TransformerEngine FusedAdam), plus a read of the gradients for the norm/clip and a
+#: write to zero them (8).
+ADAM_STEP_BYTES_PER_PARAM = 38
+#: With the optimizer offloaded (ZeRO-Offload): gradients go to the host (4 B) and bf16
+#: weights come back (2 B) over PCIe, and the host runs Adam over its memory.
+OFFLOAD_PCIE_BYTES_PER_PARAM = 6
+#: PCIe Gen4 x16: 32 GB/s per direction raw, ~25 GB/s achieved (PCI-SIG PCIe 4.0 spec).
+PCIE_Bps = 25e9
+#: Host DRAM a CPU Adam streams through: 8 channels of DDR4-3200 give 204.8 GB/s peak per
+#: socket (JEDEC); about half is reached by a multi-threaded Adam shared by 8 GPUs' shards.
+HOST_MEMORY_Bps = 100e9
+
+
+def optimizer_step_s(
+    trainable_params_local: Any, shards: Any, hbm_Bps: float, offload: bool
+) -> Any:
+    """Seconds of the optimizer step on one GPU's shard of the trainable parameters."""
+    params = trainable_params_local / shards
+    if offload:
+        host = params * ADAM_STEP_BYTES_PER_PARAM / HOST_MEMORY_Bps
+        return params * OFFLOAD_PCIE_BYTES_PER_PARAM / PCIE_Bps + host
+    return params * ADAM_STEP_BYTES_PER_PARAM / hbm_Bps
+
+
+def activation_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[float, float]:
+    """Activation elements one layer stores per token for its backward, split into the part
+    sequence parallelism shards over TP ranks and the part only TP shards (Korthikanti et al.
+    2022, §4.1: 10·h + 24·h/t per token for a classic layer, 34·h/t with SP), generalised to
+    GQA, gated MLPs and MoE (top-k experts plus shared ones per token).
+
+    Returns (replicated without SP, always TP-sharded), in 2-byte elements.
+    """
+    h, hq, kv = float(w.hidden), float(w.heads * w.head_dim), float(w.kv_dim)
+    gate = 2.0 if w.gated_mlp else 1.0
+    if moe_layer:
+        ffn = float(w.moe_ffn or w.ffn or 4 * w.hidden) * (w.top_k + w.shared_experts)
+    else:
+        ffn = float(w.ffn or 4 * w.hidden)
+    # outside the TP regions: 2 norms (input 2h each... counted in elements: h each ×2 bytes
+    # below), the inputs of the QKV and FC1 GEMMs, and the two 1-byte dropout masks
+    replicated = 2 * h + h + h + 0.5 * h + 0.5 * h
+    # inside: Q, K, V, the attention output (input of the projection), the MLP's first GEMM
+    # outputs and the activation's output (input of the second GEMM)
+    sharded = hq + 2 * kv + hq + gate * ffn + ffn
+    return ACT_BYTES * replicated, ACT_BYTES * sharded
 
 
 def transformer_activation_bytes(
@@ -98,27 +152,45 @@ def transformer_activation_bytes(
     virtual_stages: Any,
     static_bytes: Any,
     capacity_bytes: float,
+    *,
+    sequence_parallel: bool,
+    flash_attention: bool,
 ) -> tuple[Any, Any]:
     """Activation bytes on the first stage and the share of layers fully recomputed.
 
-    AUTO recomputes just enough layers fully to fit (Megatron's --recompute-num-layers); that
-    share costs one extra forward pass in the compute term.
+    Per token per layer: the selective set (everything but the attention scores; Korthikanti
+    et al. 2022 eq. 5), the full-recompute set (only the layer input), or with no
+    recomputation the selective set plus 5·heads·seq bytes of scores unless FlashAttention
+    never stores them. AUTO recomputes just enough layers fully to fit (Megatron's
+    --recompute-num-layers); that share costs one extra forward pass in the compute term.
     """
-    h, seq = float(w.hidden), float(w.seq_len)
+    seq = float(w.seq_len)
+    moe_share = w.moe_layers / w.layers
+    rep_d, shard_d = activation_elements_per_token_layer(w, moe_layer=False)
+    rep_m, shard_m = activation_elements_per_token_layer(w, moe_layer=True)
+    rep = (1 - moe_share) * rep_d + moe_share * rep_m
+    shard = (1 - moe_share) * shard_d + moe_share * shard_m
+    if sequence_parallel:
+        selective = (rep + shard) / tp
+        full = ACT_BYTES * w.hidden / tp
+    else:
+        selective = rep + shard / tp
+        full = ACT_BYTES * float(w.hidden)
+    scores = 0.0 if flash_attention else ATTN_SCORES_PER_HEAD_SEQ * w.heads * seq / tp
     per_tok = {
-        Recompute.SELECTIVE: SELECTIVE_ACT_PER_H * h,
-        Recompute.FULL: FULL_ACT_PER_H * h,
-        Recompute.NONE: SELECTIVE_ACT_PER_H * h + ATTN_SCORES_PER_HEAD_SEQ * w.heads * seq,
+        Recompute.SELECTIVE: selective,
+        Recompute.FULL: full,
+        Recompute.NONE: selective + scores,
     }
     interleave = np.where(virtual_stages > 1, 1 + (pp - 1) / (pp * virtual_stages), 1.0)
     in_flight = np.minimum(pp, np.maximum(micro_batches, 1.0)) * np.ceil(w.layers / pp)
-    tokens_layers = micro_batch * seq / (tp * cp) * in_flight * interleave
+    tokens_layers = micro_batch * seq / cp * in_flight * interleave
     logits = micro_batch * seq * w.vocab * LOGIT_BYTES / (tp * cp)
     if recompute is Recompute.AUTO:
-        selective = per_tok[Recompute.SELECTIVE] * tokens_layers
-        full = per_tok[Recompute.FULL] * tokens_layers
-        over = static_bytes + selective + logits - capacity_bytes
-        share = np.clip(over / np.maximum(selective - full, 1.0), 0.0, 1.0)
-        return selective - share * (selective - full) + logits, share
+        sel = per_tok[Recompute.SELECTIVE] * tokens_layers
+        low = per_tok[Recompute.FULL] * tokens_layers
+        over = static_bytes + sel + logits - capacity_bytes
+        share = np.clip(over / np.maximum(sel - low, 1.0), 0.0, 1.0)
+        return sel - share * (sel - low) + logits, share
     acts = per_tok[recompute] * tokens_layers + logits
     return acts, np.full(np.shape(acts), float(recompute is Recompute.FULL))

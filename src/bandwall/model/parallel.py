@@ -10,22 +10,59 @@ import numpy as np
 
 from bandwall.model.memory import ACT_BYTES
 
-#: TP with sequence parallelism moves the layer's activations 4 times per layer per micro-batch
-#: (all-gather + reduce-scatter around attention and MLP, forward and backward; Korthikanti et
-#: al. 2022 §4.2.2), each the cost of one all-reduce-equivalent here.
-TP_COLLECTIVES_PER_LAYER = 4
 #: MoE: dispatch and combine all-to-all, in forward and backward (Lepikhin et al. 2021).
 EP_ALL_TO_ALLS_PER_LAYER = 4
 
 
 def tp_bytes(micro_batch: Any, seq_len: float, hidden: float, cp: Any) -> Any:
-    """Activations of one micro-batch on one CP rank: the buffer of one TP collective."""
+    """A layer's activations for one micro-batch on one CP rank: the buffer of one TP
+    collective (all-reduce, or the output of an all-gather / input of a reduce-scatter)."""
     return micro_batch * seq_len * hidden * ACT_BYTES / cp
 
 
-def tp_microbatch_s(layers_per_stage: Any, collective_s: Any, overlap_share: float) -> Any:
-    """Exposed TP time per micro-batch: 4 collectives per layer, less what compute hides."""
-    return (1 - overlap_share) * layers_per_stage * TP_COLLECTIVES_PER_LAYER * collective_s
+def tp_layer_s(
+    all_reduce_s: Any,
+    all_gather_s: Any,
+    reduce_scatter_s: Any,
+    gemm_s: Any,
+    *,
+    sequence_parallel: bool,
+    comm_overlap: bool,
+    tp_ranks: Any,
+    recompute_forward: Any,
+) -> Any:
+    """Exposed TP seconds per layer per micro-batch (forward, backward, recomputation).
+
+    Megatron-LM 2022 (`megatron/mpu/layers.py`, LinearWithGradAccumulationAndAsyncCommunication;
+    Korthikanti et al. 2022 §4.2.2): without SP, forward runs 2 all-reduces exposed and
+    backward 2 all-reduces hidden behind the weight-gradient GEMMs. With SP, forward runs 2
+    all-gathers + 2 reduce-scatters exposed; backward 2 all-gathers exposed, 2 re-all-gathers
+    hidden behind the input-gradient GEMMs and 2 reduce-scatters behind the weight-gradient
+    GEMMs. Recomputation repeats the forward's share (`recompute_forward` of it). With
+    `comm_overlap` (Megatron's --tp-comm-overlap, TransformerEngine userbuffers) every
+    collective is pipelined with its GEMM in tp chunks: only what exceeds the GEMM, and at
+    least one chunk, stays exposed.
+    """
+    gemm_each = gemm_s / 4  # the GEMM next to each of the four collectives of a pass
+    if comm_overlap:  # userbuffers overlap needs sequence parallelism (Megatron asserts it)
+
+        def hidden(comm: Any) -> Any:
+            return np.maximum(comm - gemm_each, comm / tp_ranks)
+
+        forward = 2 * hidden(all_gather_s) + 2 * hidden(reduce_scatter_s)
+        backward = 4 * hidden(all_gather_s) + 2 * hidden(reduce_scatter_s)
+        return forward * (1 + recompute_forward) + backward
+    if sequence_parallel:
+        forward = 2 * all_gather_s + 2 * reduce_scatter_s
+        backward = (
+            2 * all_gather_s
+            + np.maximum(2 * all_gather_s - gemm_s, 0.0)
+            + np.maximum(2 * reduce_scatter_s - gemm_s, 0.0)
+        )
+    else:
+        forward = 2 * all_reduce_s
+        backward = np.maximum(2 * all_reduce_s - gemm_s, 0.0)
+    return forward * (1 + recompute_forward) + backward
 
 
 def cp_kv_bytes(micro_batch: Any, seq_len: float, kv_dim: float) -> Any:

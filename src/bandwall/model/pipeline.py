@@ -16,17 +16,26 @@ def p2p_bytes(micro_batch: Any, seq_len: float, hidden: float, tp: Any, cp: Any)
 
 
 def pipeline_s(
-    stage_s: Any, p2p_s: Any, pp: Any, virtual_stages: Any, micro_batches: Any
+    stage_s: Any,
+    p2p_s: Any,
+    pp: Any,
+    virtual_stages: Any,
+    micro_batches: Any,
+    *,
+    overlap: bool = True,
 ) -> tuple[Any, Any]:
     """(bubble, exposed send/recv) seconds per step.
 
-    A stage's steady-state slot is its compute + exposed TP/CP/EP, or the 2·v sends of a
-    micro-batch when those take longer. The 1F1B bubble is (pp-1)/v slots; sends are hidden in
-    the steady state except for what exceeds compute, and exposed during fill and drain
-    (2·(pp-1) sends).
+    A stage's steady-state slot is its compute + exposed TP/CP/EP. Each micro-batch crosses
+    2·v stage boundaries per stage (forward activations, backward gradients, per chunk). With
+    `overlap` (Megatron-Core's overlap_p2p_comm, used by NeMo recipes) the sends hide behind
+    compute except for what exceeds it, and are exposed only during fill and drain
+    (2·(pp-1) sends); without it (Megatron-LM 2022's blocking send/recv between chunks) every
+    send is exposed. The 1F1B bubble is (pp-1)/v slots.
     """
     p2p = np.where(pp > 1, p2p_s, 0.0)
-    steady = np.maximum(stage_s, 2 * virtual_stages * p2p)
+    sends = 2 * virtual_stages * p2p
+    steady = np.maximum(stage_s, sends) if overlap else stage_s + sends
     bubble = (pp - 1) / virtual_stages * steady
     exposed = micro_batches * (steady - stage_s) + 2 * (pp - 1) * p2p
     return bubble, exposed

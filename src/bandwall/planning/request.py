@@ -29,6 +29,7 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from bandwall.errors import ConfigError
@@ -265,16 +266,31 @@ class PlanRequest(BaseModel):
     """Pipeline schedule: 1f1b, or interleaved (virtual stages searched or given)."""
     recompute: Recompute = Field(default=Recompute.AUTO, json_schema_extra=_meta("strategy"))
     """Activation recomputation: auto (just enough to fit), selective, full or none."""
-    grad_dtype: str = Field(default="bf16", json_schema_extra=_meta("strategy"))
-    """Gradient reduction dtype: bf16 or fp32."""
+    reduce_dtype: str = Field(default="fp32", json_schema_extra=_meta("strategy"))
+    """Gradient reduction dtype: fp32 (Megatron-LM with bf16, PyTorch DDP under autocast and
+    torchtitan FSDP reduce in fp32) or bf16."""
     compression: str = Field(default="none", json_schema_extra=_meta("strategy"))
     """Gradient compression: none, int8 or topk:RATIO (e.g. topk:0.01)."""
     local_sgd_steps: int = Field(default=1, ge=1, le=1_000_000, json_schema_extra=_meta("strategy"))
     """DiLoCo / local SGD: outer synchronisation every H steps (1: synchronous)."""
     overlap: bool = Field(default=True, json_schema_extra=_meta("strategy"))
     """Overlap the data-parallel reduction with backward."""
-    tp_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
-    """Share of tensor-parallel communication hidden by compute."""
+    sequence_parallel: bool = Field(default=True, json_schema_extra=_meta("strategy"))
+    """Sequence parallelism with TP (norms and dropout split over TP ranks; all-gather +
+    reduce-scatter instead of all-reduce). On in NeMo/Megatron recipes when tp > 1."""
+    tp_comm_overlap: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Overlap TP collectives with GEMMs (Megatron's --tp-comm-overlap; needs sequence
+    parallelism)."""
+    pp_comm_overlap: bool = Field(default=True, json_schema_extra=_meta("strategy"))
+    """Overlap pipeline sends with compute (Megatron-Core's overlap_p2p_comm); off, every send
+    between stages is exposed (Megatron-LM 2022)."""
+    flash_attention: bool = Field(default=True, json_schema_extra=_meta("strategy"))
+    """FlashAttention kernels: causal attention computes half the scores and stores none."""
+    lora_rank: int | None = Field(default=None, ge=1, le=65536, json_schema_extra=_meta("strategy"))
+    """LoRA fine-tuning at this rank on every linear layer: frozen base weights keep no
+    gradients or optimizer state (unset: train every weight)."""
+    offload_optimizer: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Keep the optimizer state in host memory and step it on the CPU (ZeRO-Offload)."""
     ep_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
     """Share of expert-parallel all-to-all hidden by compute."""
     bucket_MiB: float = Field(
@@ -285,16 +301,22 @@ class PlanRequest(BaseModel):
         default=Mitigation.NONE, json_schema_extra=_meta("strategy")
     )
     """Stragglers: none, backup (spare workers, Chen et al. 2016) or async (local SGD)."""
-    compute_efficiency: float | None = Field(
+    gemm_efficiency: float | None = Field(
         default=None, gt=0, le=1, json_schema_extra=_meta("strategy")
     )
-    """Share of dense peak the GPUs sustain (default: the model's)."""
+    """Share of dense peak large GEMMs reach (default: the GPU's, `bandwall catalog perf`)."""
 
     # --- budget ------------------------------------------------------------------------------
     global_batch: int | None = Field(
         default=None, ge=1, le=1 << 40, json_schema_extra=_meta("budget")
     )
     """Global batch in sequences (or images) per step (default: 4 Mi tokens; 1,024 images)."""
+    eval_interval_steps: int | None = Field(
+        default=None, ge=1, le=1 << 40, json_schema_extra=_meta("budget")
+    )
+    """Evaluate every N training steps (the time counts toward time to train, as in MLPerf)."""
+    eval_samples: int = Field(default=0, ge=0, le=1 << 40, json_schema_extra=_meta("budget"))
+    """Sequences (or images) per evaluation."""
     tokens: Count | None = Field(default=None, gt=0, le=1e18, json_schema_extra=_meta("budget"))
     """Token budget, e.g. 1T or 300B (default: 20 tokens per parameter)."""
     epochs: float | None = Field(default=None, gt=0, le=1e6, json_schema_extra=_meta("budget"))
@@ -354,12 +376,21 @@ class PlanRequest(BaseModel):
             raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp8")
         return value
 
-    @field_validator("grad_dtype")
+    @field_validator("reduce_dtype")
     @classmethod
-    def _grad_dtype(cls, value: str) -> str:
+    def _reduce_dtype(cls, value: str) -> str:
         if value not in ("fp32", "bf16"):
             raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp32")
         return value
+
+    @model_validator(mode="after")
+    def _overlap_needs_sp(self) -> PlanRequest:
+        if self.tp_comm_overlap and not self.sequence_parallel:
+            raise ConfigError(
+                "needs sequence parallelism (Megatron asserts it); drop --no-sequence-parallel",
+                field="tp_comm_overlap",
+            )
+        return self
 
     @field_validator("routing")
     @classmethod

@@ -71,7 +71,10 @@ def plan_tables(plan: Plan) -> list[Table]:
     head.add_column("value")
     out = d["cluster"]
     fabric = f"{out['scale_up']} ×{cl.gpus_per_node}/node + {out['scale_out']}"
-    fabric += f" ({out['scale_out_Gbps_per_nic']:g} Gb/s × {out['nics_per_node']:g} NIC/node)"
+    fabric += (
+        f" ({out['scale_out_Gbps_per_nic']:g} Gb/s × {out['nics_per_node']:g} "
+        f"{out['scale_out_transport'].upper()} NIC/node)"
+    )
     if out["wan"]:
         fabric += f" + {out['wan']} between {cl.sites} sites"
     rate = (
@@ -205,30 +208,19 @@ def scale_table(plans: list[Plan]) -> Table:
 
 
 def validation_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """Predicted against published, one row per published run (80 columns)."""
     t = Table(title=title)
-    for col in (
-        "id",
-        "model",
-        "gpus",
-        "layout",
-        "measured TFLOP/s",
-        "predicted",
-        "error",
-        "measured MFU",
-        "predicted MFU",
-    ):
-        t.add_column(col, justify="right" if col not in ("id", "model", "layout") else "left")
+    for col in ("run", "GPUs", "layout", "published", "model", "error"):
+        t.add_column(col, justify="left" if col in ("run", "layout") else "right")
     for r in rows:
+        digits = 2 if r["unit"] == "s" else 0
         t.add_row(
             r["id"],
-            r["model"],
             f"{r['gpus']:,}",
             r["layout"],
-            f"{r['measured_tflops_per_gpu']:.0f}",
-            f"{r['predicted_tflops_per_gpu']:.0f}",
+            f"{r['published']:,.{digits}f} {r['unit']}",
+            f"{r['predicted']:,.{digits}f} {r['unit']}",
             f"{r['error']:+.1%}",
-            f"{r['measured_mfu']:.2f}",
-            f"{r['predicted_mfu']:.2f}",
         )
     return t
 

@@ -17,12 +17,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from bandwall.errors import CatalogError, ConfigError, unknown_choice
 
-#: Default share of dense peak a GPU sustains on transformer kernels before communication:
-#: large bf16 GEMMs reach ~70-75% of H100 peak, and norms, softmax, rotary, optimizer steps and
-#: kernel launches take the rest (Korthikanti et al. 2022, Table 5: 54-57% model FLOPs utilisation
-#: on a single-pipeline-stage setup). Overridable per plan.
-DEFAULT_TRANSFORMER_EFFICIENCY = 0.55
-
 #: Activation bytes per token per layer with selective recomputation and sequence parallelism:
 #: 34·h (Korthikanti et al. 2022, eq. 2 without the 5·a·s/h term that flash attention removes).
 ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN = 34
@@ -53,7 +47,6 @@ class Transformer(BaseModel):
     attention_params_per_layer: int | None = Field(
         default=None, ge=1, description="Override for non-standard attention (e.g. MLA)."
     )
-    compute_efficiency: Annotated[float, Field(gt=0, le=1)] = DEFAULT_TRANSFORMER_EFFICIENCY
     published_params_b: float | None = None
     published_active_params_b: float | None = None
     source: str = "user input"
@@ -173,8 +166,14 @@ class Cnn(BaseModel):
     name: str
     params: int = Field(ge=1)
     forward_gflops_per_sample: float = Field(gt=0)
-    activation_bytes_per_sample: float = Field(gt=0)
-    compute_efficiency: Annotated[float, Field(gt=0, le=1)]
+    activation_bytes_per_sample: float = Field(gt=0, description="Activations kept per image.")
+    traffic_bytes_per_sample: float = Field(
+        gt=0, description="HBM traffic per image for forward + backward (memory-bound layers)."
+    )
+    kernels_per_step: float = Field(gt=0, description="Kernels launched per micro-batch step.")
+    compute_efficiency: Annotated[float, Field(gt=0, le=1)] = Field(
+        description="Share of the GPU's achieved GEMM rate the convolutions reach."
+    )
     dataset_samples: int = Field(ge=1)
     published_params_b: float | None = None
     source: str
