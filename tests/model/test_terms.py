@@ -1,0 +1,406 @@
+"""Each cost term against a hand-computed case, with the source of its formula.
+
+Where a test needs a GPU it uses a made-up one with round numbers (100 TFLOP/s peak, 1 TB/s
+HBM, 16 SMs, 128×128 tiles), so every expected value below is arithmetic you can redo on paper.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from bandwall.model import compute, data_parallel, faults, memory, parallel, pipeline
+from bandwall.model.engine import lora_trainable_fraction
+from bandwall.model.layout import Recompute
+from bandwall.workloads import custom_transformer, get_workload
+from tests.conftest import PINNED, plan_of
+
+RATES = compute.GpuRates(
+    peak_flops=100e12,
+    gemm_efficiency=0.5,
+    attention_efficiency=0.25,
+    hbm_Bps=1e12,
+    sm_count=16,
+    tile_m=128,
+    tile_n=128,
+    kernel_launch_s=5e-6,
+)
+K0 = compute.GEMM_K_OVERHEAD  # 256: the CUTLASS pipeline fill, in K elements
+
+
+def hand_gemm(m: float, n: float, k: float, waves_fill: float = 1.0) -> float:
+    return 2 * m * n * k / (50e12 * waves_fill * k / (k + K0))
+
+
+# --- compute ---------------------------------------------------------------------------------
+
+
+def test_gemm_full_waves_and_shallow_k() -> None:
+    """NVIDIA Matrix Multiplication Background guide §3.2 (wave quantisation): 2048×4096 has
+    16·32 = 512 tiles = 32 full waves of 16 SMs; K=4096 runs at 4096/(4096+256)."""
+    got = float(compute.gemm_s(2048, 4096, 4096, RATES))
+    assert got == pytest.approx(2 * 2048 * 4096 * 4096 / (50e12 * 4096 / 4352), rel=1e-12)
+
+
+def test_gemm_partial_last_wave_costs_a_whole_wave() -> None:
+    # 128 × 17·128: 17 tiles on 16 SMs = 2 waves, so 17/32 of the GPU does useful work
+    got = float(compute.gemm_s(128, 17 * 128, 1024, RATES))
+    assert got == pytest.approx(hand_gemm(128, 17 * 128, 1024, 17 / 32), rel=1e-12)
+    # a batched GEMM spreads its problems' tiles over the same waves: 16 × 1 tile = 1 wave
+    batched = float(compute.gemm_s(128, 128, 1024, RATES, 16, batched=True))
+    assert batched == pytest.approx(16 * hand_gemm(128, 128, 1024, 1.0), rel=1e-12)
+
+
+def test_layer_times_by_hand() -> None:
+    """A classic layer (h=1024, 16 heads, MLP 4h, no GQA), 2 sequences of 1,024 tokens, tp=2,
+    no FlashAttention (Megatron 2022): QKV + projection + two MLP GEMMs, two batched score
+    GEMMs, and element-wise passes over 2-byte activations (Korthikanti et al. 2022 §4)."""
+    w = custom_transformer(
+        layers=2, hidden=1024, heads=16, vocab=1000, seq_len=1024, gated_mlp=False
+    )
+    T, h, tp = 2048.0, 1024.0, 2.0
+    lt = compute.layer_times(
+        w, T, tp, 1.0, 2.0, RATES, moe_layer=False, sequence_parallel=False, flash_attention=False
+    )
+    # 2048×1536 output = 16·12 = 192 tiles = 12 full waves; 2048×512 = 64 tiles = 4 waves
+    gemm = (
+        hand_gemm(T, 3 * h / tp, h)
+        + hand_gemm(T, h, h / tp)
+        + hand_gemm(T, 4 * h / tp, h)
+        + hand_gemm(T, h, 4 * h / tp)
+    )
+    assert lt.gemm_s == pytest.approx(gemm, rel=1e-12)
+    # QKᵀ: 16 problems (2 sequences × 8 heads) of 1024×1024×64 (64 tiles each); AV: 1024×64
+    # ×1024 (8 tiles each): both batched into whole waves of 16 SMs
+    scores = 16 * hand_gemm(1024, 1024, 64) + 16 * hand_gemm(1024, 64, 1024)
+    score_bytes = 4.5 * 2 * 2 * 8 * 1024 * 1024  # read/write scores, dropout and its mask
+    assert lt.attention_s == pytest.approx(scores + score_bytes / 1e12, rel=1e-12)
+    elementwise = (11 * 2 * T * h + 2 * 2 * T * 4 * h / tp) / 1e12
+    assert lt.elementwise_s == pytest.approx(elementwise, rel=1e-12)
+    sp = compute.layer_times(
+        w, T, tp, 1.0, 2.0, RATES, moe_layer=False, sequence_parallel=True, flash_attention=False
+    )
+    # sequence parallelism: each TP rank normalises and drops out half the tokens
+    assert sp.elementwise_s == pytest.approx((11 * 2 * T * h / tp + 2 * 2 * T * 4 * h / tp) / 1e12)
+
+
+def test_flash_attention_computes_the_causal_half() -> None:
+    """Fault 5: FlashAttention skips masked blocks (Dao 2023 §3.1): half of QKᵀ and AV."""
+    w = custom_transformer(
+        layers=2, hidden=1024, heads=16, vocab=1000, seq_len=1024, gated_mlp=False
+    )
+    lt = compute.layer_times(
+        w,
+        1024.0,
+        1.0,
+        1.0,
+        1.0,
+        RATES,
+        moe_layer=False,
+        sequence_parallel=True,
+        flash_attention=True,
+    )
+    flops = 2 * 2 * 1 * 16 * 1024 * 1024 * 64  # QKᵀ + AV over the full square
+    assert lt.attention_s == pytest.approx(0.5 * flops / (100e12 * 0.25), rel=1e-12)
+    # at 131k tokens, full-square attention would be the 1.4× too much work the review found
+    long = get_workload("llama3-405b").model_copy(update={"seq_len": 131072})
+    full = long.flops_per_token
+    causal = compute.model_flops_per_token(long, causal=True)
+    assert full / causal == pytest.approx(1.40, abs=0.01)
+
+
+def test_lm_head_and_launch_floor() -> None:
+    w = custom_transformer(
+        layers=2, hidden=1024, heads=16, vocab=32768, seq_len=1024, gated_mlp=False
+    )
+    head = float(compute.lm_head_s(w, 2048.0, 2.0, RATES))
+    proj = hand_gemm(2048, 16384, 1024)  # vocabulary split over 2 TP ranks
+    assert head == pytest.approx(3 * proj + 5 * 4 * 2048 * 16384 / 1e12, rel=1e-12)
+    # 10 µs of work in 20 forward kernels: launching 60 kernels at 5 µs (300 µs) dominates
+    assert float(compute.microbatch_s(10e-6, 20, RATES, 0.0)) == pytest.approx(300e-6)
+    assert float(compute.microbatch_s(1.0, 20, RATES, 0.5)) == pytest.approx(3.5)
+
+
+def test_cnn_microbatch_has_a_launch_floor() -> None:
+    """Fault 6: ResNet-50 throughput collapses at small per-GPU batch (MLPerf v3.1 H100: 6,972
+    img/s per GPU at 400/GPU, 2,502 at 16/GPU), because each step launches ~530 kernels."""
+    one = float(compute.cnn_microbatch_s(24.6e9, 300e6, 530, 1, RATES, 0.7))
+    assert one == pytest.approx(24.6e9 / (50e12 * 0.7) + 300e6 / 1e12 + 530 * 5e-6)
+    r = plan_of(model="resnet50", gpus=8, global_batch=8 * 400, micro_batch=400, zero=1)
+    s = plan_of(model="resnet50", gpus=8, global_batch=8 * 16, micro_batch=16, zero=1)
+    per_gpu = {k: p.metrics["samples_per_s"] / 8 for k, p in (("big", r), ("small", s))}
+    assert per_gpu["small"] < 0.6 * per_gpu["big"]
+
+
+# --- tensor, context, expert and pipeline parallelism --------------------------------------------
+
+
+def test_tp_layer_without_and_with_sequence_parallelism() -> None:
+    """Megatron-LM 2022 (mpu/layers.py): no SP, forward 2 all-reduces exposed, backward 2
+    hidden behind the weight-gradient GEMMs; SP: forward 2 AG + 2 RS, backward 2 AG exposed,
+    2 AG and 2 RS hidden (Korthikanti et al. 2022 §4.2.2)."""
+    ar, ag, rs, gemm = 1.0, 0.5, 0.5, 0.6
+    plain = parallel.tp_layer_s(
+        ar,
+        ag,
+        rs,
+        gemm,
+        sequence_parallel=False,
+        comm_overlap=False,
+        tp_ranks=8,
+        recompute_forward=0.0,
+    )
+    assert plain == pytest.approx(2 * 1.0 + (2 * 1.0 - 0.6))
+    sp = parallel.tp_layer_s(
+        ar,
+        ag,
+        rs,
+        gemm,
+        sequence_parallel=True,
+        comm_overlap=False,
+        tp_ranks=8,
+        recompute_forward=0.0,
+    )
+    assert sp == pytest.approx((2 * 0.5 + 2 * 0.5) + 2 * 0.5 + (1.0 - 0.6) + (1.0 - 0.6))
+    full = parallel.tp_layer_s(
+        ar,
+        ag,
+        rs,
+        gemm,
+        sequence_parallel=True,
+        comm_overlap=False,
+        tp_ranks=8,
+        recompute_forward=1.0,
+    )
+    assert full == pytest.approx(sp + 2.0)  # recomputation repeats the forward collectives
+    # userbuffers overlap: each collective hidden behind its GEMM (gemm/4 = 0.15 s) but one
+    # chunk of eight: max(0.5 - 0.15, 0.5/8) = 0.35 each, ten collectives
+    hidden = parallel.tp_layer_s(
+        ar,
+        ag,
+        rs,
+        gemm,
+        sequence_parallel=True,
+        comm_overlap=True,
+        tp_ranks=8,
+        recompute_forward=0.0,
+    )
+    assert hidden == pytest.approx(10 * 0.35)
+
+
+def test_parallel_volumes() -> None:
+    assert float(parallel.tp_bytes(2, 4096.0, 8192.0, 2)) == 2 * 4096 * 8192 * 2 / 2
+    assert float(parallel.cp_kv_bytes(1, 8192.0, 1024.0)) == 8192 * 1024 * 2 * 2
+    # top-2 routing: every token's hidden vector is dispatched twice, split over tp·cp ranks
+    assert float(parallel.ep_bytes(1, 4096.0, 2, 1, 2.0, 4096.0)) == 4096 / 2 * 2 * 4096 * 2
+    assert float(pipeline.p2p_bytes(1, 2048.0, 12288.0, 8, 1)) == 2048 * 12288 * 2 / 8
+    # CP hides behind attention; EP all-to-alls are four per MoE layer
+    assert float(parallel.cp_microbatch_s(4, 1.0, 1.0, 5.0)) == pytest.approx(3.0)
+    assert float(parallel.ep_microbatch_s(2, 0.1, 0.25)) == pytest.approx(0.75 * 2 * 4 * 0.1)
+
+
+def test_pipeline_bubble_and_sends() -> None:
+    """Narayanan et al. 2021 §2.2: bubble (p-1)/v slots; sends hidden except fill and drain,
+    or all exposed without p2p overlap (Megatron 2022)."""
+    bubble, sends = pipeline.pipeline_s(1.0, 0.01, 4, 2, 8)
+    assert float(bubble) == pytest.approx(3 / 2 * 1.0)
+    assert float(sends) == pytest.approx(2 * 3 * 0.01)
+    bubble, sends = pipeline.pipeline_s(1.0, 0.01, 4, 2, 8, overlap=False)
+    assert float(bubble) == pytest.approx(3 / 2 * 1.04)
+    assert float(sends) == pytest.approx(8 * 0.04 + 2 * 3 * 0.01)
+
+
+# --- data parallelism ----------------------------------------------------------------------------
+
+
+def test_gradients_reduce_in_fp32_by_default() -> None:
+    """Fault 2: Megatron-LM with bf16 all-reduces in fp32 (arguments.py), PyTorch DDP under
+    autocast keeps fp32 grads, torchtitan's FSDP reduce_dtype is float32."""
+    assert data_parallel.grad_bytes_per_param("fp32", "none") == 4.0
+    assert data_parallel.grad_bytes_per_param("bf16", "none") == 2.0
+    assert data_parallel.grad_bytes_per_param("fp32", "int8") == 1.0
+    common = dict(
+        model="resnet50",
+        gpus=16,
+        preset="decentralized-colocated",
+        bandwidth_Gbps=15,
+        overlap=False,
+        zero=1,
+        micro_batch=64,
+    )
+    fp32, bf16 = plan_of(**common), plan_of(**common, reduce_dtype="bf16")
+    assert fp32.request.reduce_dtype == "fp32"
+    assert fp32.breakdown["dp"] / bf16.breakdown["dp"] == pytest.approx(2.0, rel=0.05)
+    assert fp32.metrics["comm_efficiency"] < 0.75 * bf16.metrics["comm_efficiency"]
+
+
+def test_buckets_are_reduced_one_by_one() -> None:
+    """PyTorch DDP (Li et al. 2020): 100 MiB of gradients in 25 MiB buckets = 4 collectives."""
+    sizes = []
+
+    def price(size: float) -> float:
+        sizes.append(float(size))
+        return 0.001 + size / 1e10
+
+    t = float(data_parallel.bucketed_all_reduce_s(100 * 2**20, 25, price))
+    assert sizes == [25 * 2**20]
+    assert t == pytest.approx(4 * (0.001 + 25 * 2**20 / 1e10))
+    assert float(data_parallel.ddp_exposed_s(1.0, 0.7, 0.1)) == pytest.approx(0.3)
+    assert float(data_parallel.ddp_exposed_s(1.0, 0.95, 0.1)) == pytest.approx(0.1)
+    assert float(data_parallel.last_bucket_share(25, 100 * 2**20)) == pytest.approx(0.25)
+
+
+def test_fsdp_gathers_the_stage_not_dp_times_it() -> None:
+    """Fault 1: ZeRO-3 all-gathers the stage's weights (each GPU holds 1/(dp·cp)) twice and
+    reduce-scatters its gradients once per micro-batch; the review found them priced dp×."""
+    p = plan_of(
+        model="llama3-405b",
+        gpus=16384,
+        tp=8,
+        pp=16,
+        zero=3,
+        cp=1,
+        micro_batch=1,
+        virtual_stages=1,
+        failures=False,
+    )
+    assert p.metrics["step_time_s"] < 30  # was 3.45 min, 98.7% of it data-parallel
+    assert p.breakdown["dp"] / p.metrics["step_time_s"] < 0.5
+    w = get_workload("llama3-405b")
+    local = w.params / (8 * 16)
+    dp = 16384 / 128
+    m = p.metrics["micro_batches"]
+    share = (dp - 1) / dp
+    assert p.metrics["dp_bytes_per_gpu"] == pytest.approx(m * share * (2 * 2 * local + 4 * local))
+
+
+def test_context_parallelism_shards_the_optimizer_with_data_parallelism() -> None:
+    """Fault 3: Megatron's distributed optimizer shards over dp × cp and reduces gradients
+    over that group (megatron/core/distributed: dp_cp_group)."""
+    p = plan_of(model="llama3-8b", gpus=64, tp=8, pp=1, cp=2, zero=1, micro_batch=1)
+    w = get_workload("llama3-8b")
+    local = w.params / 8
+    assert p.metrics["memory_optimizer_bytes"] == pytest.approx(12 * local / (4 * 2))
+    assert p.metrics["memory_grads_bytes"] == pytest.approx(4 * local)  # ZeRO-1: not sharded
+
+
+def test_sequence_parallel_activation_memory() -> None:
+    """Fault 4: Korthikanti et al. 2022 eqs. 2-5: a classic layer keeps 10·h + 24·h/t bytes
+    per token without SP and 34·h/t with it (selective recomputation)."""
+    w = custom_transformer(
+        layers=8, hidden=4096, heads=32, vocab=1000, seq_len=2048, gated_mlp=False
+    )
+    rep, shard = memory.activation_elements_per_token_layer(w, moe_layer=False)
+    assert (rep, shard) == (10 * 4096, 24 * 4096)
+    kwargs = dict(flash_attention=False)
+
+    def acts(sp: bool) -> float:
+        a, _ = memory.transformer_activation_bytes(
+            w,
+            Recompute.SELECTIVE,
+            8.0,
+            1.0,
+            1.0,
+            1.0,
+            1.0,
+            1.0,
+            0.0,
+            1e12,
+            sequence_parallel=sp,
+            **kwargs,
+        )
+        return float(a)
+
+    logits = 2048 * 1000 * 4 / 8
+    assert acts(False) == pytest.approx((10 + 24 / 8) * 4096 * 2048 * 8 + logits)
+    assert acts(True) == pytest.approx(34 / 8 * 4096 * 2048 * 8 + logits)
+    # and TP is priced as all-gather + reduce-scatter when SP is on (the default)
+    assert plan_of(model="llama3-70b", gpus=64, tp=8).request.sequence_parallel
+
+
+def test_moe_activations_scale_with_top_k() -> None:
+    w = get_workload("mixtral-8x7b")
+    top1 = w.model_copy(update={"top_k": 1})
+    _, two = memory.activation_elements_per_token_layer(w, moe_layer=True)
+    _, one = memory.activation_elements_per_token_layer(top1, moe_layer=True)
+    ffn = w.ffn or 4 * w.hidden
+    assert two - one == 2 * (2 * ffn + ffn)  # one more expert's gate/up and down inputs
+
+
+# --- memory, checkpoints, LoRA, optimizer ------------------------------------------------------
+
+
+def test_memory_is_what_nvidia_smi_reports() -> None:
+    """Fault 8: an "80 GB" H100 has 81,559 MiB (nvidia-smi), 90% usable."""
+    p = plan_of(model="llama3-8b", gpus=8, tp=8)
+    assert p.metrics["memory_capacity_bytes"] == pytest.approx(81559 * 2**20 * 0.9)
+
+
+def test_checkpoints_have_a_fixed_cost() -> None:
+    """Fault 7: PyTorch DCP measured a 6.3 s stall for a 7B checkpoint; bytes at the storage
+    rate come on top (14 B/param)."""
+    assert float(faults.checkpoint_write_s(7e9, 100.0)) == pytest.approx(6.3 + 14 * 7e9 / 1e11)
+    small = plan_of(model="bert-large", gpus=8)
+    assert small.metrics["checkpoint_interval_s"] > 60  # not every ~2 s any more
+
+
+def test_lora_trains_a_sliver() -> None:
+    """Hu et al. 2021: rank r on a d_in × d_out matrix trains r·(d_in + d_out) parameters."""
+    w = get_workload("llama2-70b")
+    h, kv, ffn = 8192, 1024, 28672
+    per_layer = 16 * ((h + h) + 2 * (h + kv) + (h + h) + 3 * (h + ffn))
+    assert lora_trainable_fraction(w, 16) == pytest.approx(80 * per_layer / w.params)
+    layout = {**PINNED, "tp": 8, "pp": 2, "micro_batch": 1}
+    full = plan_of(model="llama2-70b", gpus=64, **layout)
+    lora = plan_of(model="llama2-70b", gpus=64, **layout, lora_rank=16)
+    assert lora.metrics["memory_optimizer_bytes"] < 0.01 * full.metrics["memory_optimizer_bytes"]
+    assert lora.metrics["compute_s"] < full.metrics["compute_s"]  # no weight gradients
+
+
+def test_optimizer_step_bytes() -> None:
+    """Fused Adam with fp32 master weights (apex multi_tensor_adam) plus norm/clip/zeroing."""
+    assert float(memory.optimizer_step_s(1e9, 4, 1e12, False)) == pytest.approx(1e9 / 4 * 38 / 1e12)
+    off = float(memory.optimizer_step_s(1e9, 1, 1e12, True))
+    assert off == pytest.approx(1e9 * 6 / 25e9 + 1e9 * 38 / 100e9)
+
+
+# --- the plan's honesty about its inputs ------------------------------------------------------
+
+
+def test_cnn_batch_is_honoured_and_small_batches_are_flagged() -> None:
+    """Fault 9: the global batch no longer grows with the GPU count."""
+    a, b = plan_of(model="resnet50", gpus=64), plan_of(model="resnet50", gpus=128)
+    assert a.metrics["global_batch"] == b.metrics["global_batch"] == 1024
+    tiny = plan_of(model="resnet50", gpus=1024)
+    assert any("kernel launches take" in n for n in tiny.notes)
+
+
+def test_bandwidth_override_keeps_the_transport_and_says_so() -> None:
+    """Fault 10: --bandwidth on the default preset sets each of 8 RDMA NICs, and says so."""
+    p = plan_of(model="resnet50", gpus=16, bandwidth_Gbps=15, jitter_us=200)
+    cluster = p.to_json()["cluster"]
+    assert cluster["nics_per_node"] == 8 and cluster["scale_out_transport"] == "rdma"
+    assert any("8 RDMA NICs per node" in n and "120 Gb/s per node" in n for n in p.notes)
+    tcp = plan_of(model="resnet50", gpus=16, bandwidth_Gbps=15, preset="decentralized-colocated")
+    assert tcp.to_json()["cluster"]["scale_out_transport"] == "tcp"
+
+
+def test_eval_time_counts_toward_time_to_train() -> None:
+    base = dict(model="llama3-8b", gpus=64, tokens=1e10, **{**PINNED, "tp": 8}, micro_batch=1)
+    plain = plan_of(**base)
+    evald = plan_of(**base, eval_interval_steps=100, eval_samples=512)
+    evals = math.floor(plain.metrics["steps"] / 100)
+    assert evald.metrics["eval_time_s"] > 0
+    assert evald.metrics["ideal_time_s"] == pytest.approx(
+        plain.metrics["ideal_time_s"] + evald.metrics["eval_time_s"]
+    )
+    per_eval = evald.metrics["eval_time_s"] / evals
+    assert per_eval < plain.metrics["step_time_s"]  # 512 sequences forward < a 512-seq step
+
+
+def test_terms_are_vectorised() -> None:
+    tp = np.array([1.0, 2.0, 4.0])
+    out = compute.gemm_s(4096.0, 4096.0 / tp, 4096.0, RATES)
+    assert out.shape == (3,) and np.all(np.diff(out) < 0)
