@@ -119,22 +119,31 @@ class Search:
     feasible: int
 
 
+def _grid_axis(values: np.ndarray, position: int, ndim: int) -> np.ndarray:
+    """A 1-D axis placed at `position` of an `ndim` grid (length 1 elsewhere), so terms that
+    do not depend on it are computed once per value of the axes they do depend on."""
+    shape = [1] * ndim
+    shape[position] = len(values)
+    return np.asarray(values).reshape(shape)
+
+
 def _layout_grid(
-    req: PlanRequest, w: Workload, gpn: int, vec: dict[str, np.ndarray]
+    req: PlanRequest, w: Workload, gpn: int, axes: dict[str, np.ndarray], ndim: int
 ) -> tuple[LayoutArrays, tuple[str, ...], int]:
-    """Layout arrays of shape (points, candidates): vector axes per point, fixed axes as
-    scalars, searched axes as the product of their candidates."""
+    """Layout arrays over the grid: each swept axis on its own dimension, fixed axes as
+    scalars, searched axes as the product of their candidates on the last dimension."""
     searched = tuple(
-        a for a in LAYOUT_AXES if a not in vec and (req.auto or getattr(req, a) is None)
+        a for a in LAYOUT_AXES if a not in axes and (req.auto or getattr(req, a) is None)
     )
     product = list(itertools.product(*(candidates(a, w, req, gpn) for a in searched)))
     grid = np.array(product, dtype=np.int64).reshape(len(product), len(searched))
+    names = list(axes)
     values: dict[str, Any] = {}
     for a in LAYOUT_AXES:
-        if a in vec:
-            values[a] = np.asarray(vec[a], dtype=np.int64)[:, None]
+        if a in axes:
+            values[a] = _grid_axis(np.asarray(axes[a], dtype=np.int64), names.index(a), ndim)
         elif a in searched:
-            values[a] = grid[:, searched.index(a)][None, :]
+            values[a] = _grid_axis(grid[:, searched.index(a)], ndim - 1, ndim)
         else:
             values[a] = np.int64(getattr(req, a))
     return LayoutArrays(**values), searched, len(product)
@@ -146,59 +155,83 @@ def _complexity(m: Metrics) -> np.ndarray:
 
 
 def evaluate_points(
-    req: PlanRequest, vec: dict[str, np.ndarray]
+    req: PlanRequest, axes: dict[str, np.ndarray]
 ) -> tuple[Workload, Metrics, Search]:
-    """The best layout at each grid point (arrays in `vec`, all of one length P).
+    """The best layout at each point of the grid spanned by `axes` (vector fields → 1-D value
+    arrays), in row-major order (the first axis varies slowest, as itertools.product).
 
-    Returns P rows. A point where nothing is valid and fits keeps its least bad candidate
-    (valid if any is, else the first), with `valid`/`fits` saying so.
+    Every axis gets its own array dimension and the searched layouts the last one, so each
+    term is computed on the broadcast of only the axes it depends on. A point where nothing is
+    valid and fits keeps its least bad candidate (the valid one needing the least memory, else
+    the one that got furthest through the layout rules), with `valid`/`fits` saying so.
     """
     w = resolve_workload(req)
-    points = len(next(iter(vec.values()))) if vec else 1
+    names = list(axes)
+    ndim = len(names) + 1
+    sizes = [len(axes[k]) for k in names]
     probe = resolve_cluster(req)
-    lay, searched, n_cand = _layout_grid(req, w, probe.gpus_per_node, vec)
-    chunk = max(1, CHUNK_ROWS // n_cand)
+    lay, searched, n_cand = _layout_grid(req, w, probe.gpus_per_node, axes, ndim)
+    gb = req.global_batch or default_global_batch(w)
+    opts = step_options(req, gb)
+    # chunk along the first axis so the full broadcast never exceeds CHUNK_ROWS elements
+    per_first = math.prod(sizes[1:]) * n_cand
+    chunk = max(1, CHUNK_ROWS // max(per_first, 1))
+    first = sizes[0] if sizes else 1
     parts: list[Metrics] = []
-    for start in range(0, points, chunk):
-        sl = slice(start, min(points, start + chunk))
-        cvec = {k: np.asarray(v)[sl][:, None] for k, v in vec.items() if k in CLUSTER_VECTOR_FIELDS}
+    feasible_count = 0
+    for start in range(0, first, chunk):
+        stop = min(first, start + chunk)
+
+        def cut(arr: Any, start: int = start, stop: int = stop) -> Any:
+            arr = np.asarray(arr)
+            if names and arr.ndim == ndim and arr.shape[0] > 1:
+                return arr[start:stop]
+            return arr
+
+        cvec = {
+            k: cut(_grid_axis(np.asarray(axes[k], dtype=np.float64), i, ndim))
+            for i, k in enumerate(names)
+            if k in CLUSTER_VECTOR_FIELDS
+        }
         cl = resolve_cluster(req, cvec) if cvec else probe
-        part_lay = LayoutArrays(
-            **{
-                a: (
-                    getattr(lay, a)[sl]
-                    if np.ndim(getattr(lay, a)) == 2 and a in vec
-                    else getattr(lay, a)
+        part_lay = LayoutArrays(**{a: cut(getattr(lay, a)) for a in LAYOUT_AXES})
+        m = evaluate(w, cl, part_lay, opts)
+        shape = ((stop - start) if names else 1, *sizes[1:], n_cand)
+        if n_cand == 1:  # nothing searched: every grid point is its own row
+            feasible_count += int(np.sum(np.broadcast_to(m.valid & m.fits, shape)))
+            parts.append(
+                Metrics(
+                    **{
+                        f.name: np.broadcast_to(getattr(m, f.name), shape).reshape(-1)
+                        for f in dataclasses.fields(Metrics)
+                    }
                 )
-                for a in LAYOUT_AXES
-            }
-        )
-        gb = req.global_batch or default_global_batch(w)
-        m = evaluate(w, cl, part_lay, step_options(req, gb))
-        rows = int(sl.stop - sl.start)
-        shape = (rows, n_cand)
+            )
+            continue
         feasible = np.broadcast_to(m.valid & m.fits, shape)
         step = np.broadcast_to(m.step_time_s, shape)
-        key = np.where(feasible, step * (1 + 1e-9 * np.broadcast_to(_complexity(m), shape)), np.inf)
-        best = np.argmin(key, axis=1)
-        none = ~feasible.any(axis=1)
+        tie = np.broadcast_to(_complexity(m), shape)
+        key = np.where(feasible, step * (1 + 1e-9 * tie), np.inf)
+        best = np.argmin(key, axis=-1)
+        none = ~feasible.any(axis=-1)
         if np.any(none):
-            # least bad: the valid layout needing the least memory, else the layout that
-            # got furthest through the rules (its error is the one worth reading)
             valid = np.broadcast_to(m.valid, shape)
             mem = np.where(valid, np.broadcast_to(m.memory_bytes, shape), np.inf)
-            furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=1)
-            fallback = np.where(valid.any(axis=1), np.argmin(mem, axis=1), furthest)
+            furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=-1)
+            fallback = np.where(valid.any(axis=-1), np.argmin(mem, axis=-1), furthest)
             best = np.where(none, fallback, best)
-        flat = np.arange(rows) * n_cand + best
-        full = Metrics(
-            **{
-                f.name: np.broadcast_to(getattr(m, f.name), shape).reshape(-1)
-                for f in dataclasses.fields(Metrics)
-            }
+        feasible_count += int(feasible.sum())
+        index = best[..., None]
+        parts.append(
+            Metrics(
+                **{
+                    f.name: np.take_along_axis(
+                        np.broadcast_to(getattr(m, f.name), shape), index, axis=-1
+                    ).reshape(-1)
+                    for f in dataclasses.fields(Metrics)
+                }
+            )
         )
-        parts.append(full.take(flat))
-        feasible_count = int(feasible.sum()) if points == 1 else -1
     merged = Metrics(
         **{
             f.name: np.concatenate([np.asarray(getattr(p, f.name)) for p in parts])
@@ -249,21 +282,20 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         raise ConfigError("an axis has no values", field=next(iter(axes)))
     vec_names = [k for k in axes if k in VECTOR_FIELDS]
     loop_names = [k for k in axes if k not in VECTOR_FIELDS]
-    vec_grid = list(itertools.product(*(axes[k] for k in vec_names)))
     columns: dict[str, list[np.ndarray]] = {}
+    vec_axes = {k: np.array(axes[k], dtype=np.float64) for k in vec_names}
+    grid_shape = tuple(len(v) for v in vec_axes.values())
     for combo in itertools.product(*(axes[k] for k in loop_names)):
         sub = req.model_copy(update=dict(zip(loop_names, combo, strict=True)))
-        vec = {
-            k: np.array([p[i] for p in vec_grid], dtype=np.float64) for i, k in enumerate(vec_names)
-        }
-        if "gpus" in vec:  # the request's own gpus must not cap a larger axis value
-            sub = sub.model_copy(update={"gpus": int(np.max(vec["gpus"]))})
-        _, m, _ = evaluate_points(sub, vec)
+        if "gpus" in vec_axes:  # the request's own gpus must not cap a larger axis value
+            sub = sub.model_copy(update={"gpus": int(np.max(vec_axes["gpus"]))})
+        _, m, _ = evaluate_points(sub, vec_axes)
         n = len(m)
         for k, value in zip(loop_names, combo, strict=True):
             columns.setdefault(k, []).append(np.full(n, str(value), dtype=object))
-        for k in vec_names:
-            columns.setdefault(k, []).append(vec[k])
+        for i, k in enumerate(vec_names):
+            full = np.broadcast_to(_grid_axis(vec_axes[k], i, len(vec_names)), grid_shape)
+            columns.setdefault(k, []).append(full.reshape(-1))
         for f in dataclasses.fields(Metrics):
             if f.name in vec_names:
                 continue
