@@ -146,7 +146,7 @@ def test_stragglers_and_mitigations() -> None:
     c = sync.metrics["compute_s"]
     assert sync.breakdown["straggler"] == pytest.approx(c * 0.3 * (1 - 0.99**1024))
     assert backup.breakdown["straggler"] == pytest.approx(c * 0.01 / 0.99)
-    local = dict(common, local_sgd_steps=50)
+    local = dict(common, local_sgd_steps=50, tp=8)
     asyn = plan_of(**local, straggler_mitigation="async")
     assert asyn.breakdown["straggler"] == pytest.approx(asyn.metrics["compute_s"] * 0.3 * 0.01)
     with pytest.raises(LayoutError, match="async outer steps need local SGD"):

@@ -76,7 +76,8 @@ class Cluster:
 
         Ranks fill a node, then a site. A group with stride s has G/s members per node when
         s < G (else one), and gets that share of the node's NICs, since every group on the node
-        communicates at the same time.
+        communicates at the same time. Likewise the s groups interleaved with it (at most one
+        per GPU of a site) cross the site's WAN uplink at the same time and share it.
         """
         G = self.gpus_per_node
         # invalid layouts (masked later) may give fractional strides; keep them in range
@@ -84,9 +85,14 @@ class Cluster:
         per_node = np.where(s < G, np.maximum(np.floor(G / s), 1.0), 1.0)
         nics = self.nics_per_node * per_node / G
         nodes_per_site: Numeric | None = None
+        wan = self.wan if self.sites > 1 else None
         if self.sites > 1:
-            members_per_site = np.maximum(np.floor(G * np.asarray(self.nodes_per_site()) / s), 1.0)
+            gpus_per_site = G * np.asarray(self.nodes_per_site())
+            members_per_site = np.maximum(np.floor(gpus_per_site / s), 1.0)
             nodes_per_site = np.maximum(np.floor(members_per_site / per_node), 1.0)
+            if wan is not None:
+                sharing = np.minimum(s, gpus_per_site)
+                wan = wan.with_overrides(bandwidth_Bps=np.asarray(wan.bandwidth_Bps) / sharing)
         return Topology(
             gpus_per_node=per_node,
             scale_up=self.scale_up,
@@ -94,6 +100,6 @@ class Cluster:
             nics_per_node=nics,
             oversubscription=np.asarray(self.oversubscription) / np.asarray(self.fabric_health),
             nodes_per_site=nodes_per_site,
-            wan=self.wan if self.sites > 1 else None,
+            wan=wan,
             tcp_streams=self.tcp_streams,
         )

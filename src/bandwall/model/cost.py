@@ -16,23 +16,27 @@ def gpu_hours(gpus: Any, wall_time_s: Any) -> Any:
 def egress_bytes_per_step(
     sites: int,
     pp: Any,
+    virtual_stages: Any,
     is_transformer: bool,
     activation_bytes_per_step: Any,
-    gradient_bytes: float,
+    sync_bytes: float,
     local_sgd_steps: int,
 ) -> Any:
-    """Bytes crossing between sites per step (what egress is billed on).
+    """Bytes leaving the sites per step, summed over sites (what egress is billed on).
 
-    With pipeline stages split across sites (pp a multiple of the site count), activations go
-    forward and gradients back across each of the sites-1 boundaries; otherwise the
-    data-parallel gradients cross every boundary twice (reduce-scatter + all-gather),
-    amortised over the local-SGD period.
+    Pipeline stages split across sites (pp a multiple of the site count): each micro-batch's
+    activations cross forward, and their gradients back, v·sites − 1 times per direction (an
+    interleaved schedule of v chunks crosses every boundary v times and wraps from the last
+    site to the first v − 1 times). Otherwise the data-parallel (or DiLoCo pseudo-)gradients
+    leave every site 2·(sites−1)/sites times (ring reduce-scatter + all-gather): 2·(sites−1)
+    model copies in all, once every local-SGD period.
     """
     if sites <= 1:
         return np.zeros(np.shape(pp))
     pp_across = (pp >= sites) & (np.mod(pp, sites) == 0) & is_transformer
+    crossings = virtual_stages * sites - 1
     return np.where(
         pp_across,
-        (sites - 1) * 2 * activation_bytes_per_step,
-        2 * (sites - 1) * gradient_bytes / local_sgd_steps,
+        crossings * 2 * activation_bytes_per_step,
+        2 * (sites - 1) * sync_bytes / local_sgd_steps,
     )

@@ -61,3 +61,22 @@ def fsdp_exposed_s(
 def ring_share(ranks: Any) -> Any:
     """(n-1)/n: the share of a buffer each rank sends in a ring reduce-scatter/all-gather."""
     return (ranks - 1) / ranks
+
+
+#: Bytes per pseudo-gradient element on the wire by outer compression (DiLoCo reduces fp32;
+#: OpenDiLoCo/INTELLECT-1 int8; Streaming DiLoCo down to 4 bits).
+OUTER_BYTES = {"none": 4.0, "fp16": 2.0, "int8": 1.0, "int4": 0.5}
+
+
+def outer_sync_exposed_s(
+    outer_sync_s: Any, local_sgd_steps: int, inner_step_s: Any, overlap: bool
+) -> Any:
+    """Exposed seconds per inner step of DiLoCo's outer synchronisation, once every H steps.
+
+    Blocking (DiLoCo, Douillard et al. 2023): the whole sync every H steps. Streaming
+    (Douillard et al. 2025): fragments sync while the next H inner steps compute, so only what
+    exceeds H steps of compute is exposed.
+    """
+    if overlap:
+        return np.maximum(outer_sync_s - local_sgd_steps * inner_step_s, 0.0) / local_sgd_steps
+    return outer_sync_s / local_sgd_steps

@@ -92,6 +92,10 @@ class StepOptions:
     offload_optimizer: bool = False
     eval_interval_steps: int | None = None
     eval_samples: int = 0
+    diloco_workers: int | None = None
+    outer_compression: str = "none"
+    outer_overlap: bool = False
+    outer_state_on_cpu: bool = False
 
 
 def lora_trainable_fraction(w: Workload, rank: int | None) -> float:
@@ -156,6 +160,11 @@ class Metrics:
     straggler_s: FloatArray
     comm_efficiency: FloatArray
     """compute_s / step_time_s."""
+    compute_utilisation: FloatArray
+    """Share of the step not spent waiting for data-parallel / DiLoCo synchronisation (the
+    decentralized-training papers' metric): 1 - dp_s / step_time_s."""
+    outer_sync_s: FloatArray
+    """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
     mfu: FloatArray
     """Model FLOPs per second over the dense peak of all GPUs."""
     tflops_per_gpu: FloatArray
@@ -254,6 +263,16 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
         cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
     )
+    dp = n / (tp * pp * cp)
+    H = opt.local_sgd_steps
+    # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
+    # (default: one per site on a geo cluster, else every data-parallel replica)
+    if H > 1:
+        workers = opt.diloco_workers or (cl.sites if cl.sites > 1 else np.floor(dp))
+    else:
+        workers = 1
+    workers = np.asarray(workers, dtype=np.float64)
+    dp_in = np.maximum(dp / workers, 1.0) if H > 1 else dp
     rule = check_layouts(
         w,
         cl,
@@ -262,15 +281,16 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         schedule=opt.schedule,
         local_sgd_steps=opt.local_sgd_steps,
         mitigation=opt.straggler_mitigation,
+        workers=workers,
     )
-    rule = np.broadcast_to(rule, tp.shape)
-    dp = n / (tp * pp * cp)
+    rule = np.broadcast_to(rule, np.broadcast(tp, workers).shape)
     m = gb / (dp * mb)
     rates = _gpu_rates(cl, opt)
     grad_b = data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression)
     params = float(w.params)
     trainable = lora_trainable_fraction(w, opt.lora_rank)
-    dp_cp = dp * cp  # Megatron reduces gradients and shards the optimizer over DP × CP
+    # Megatron reduces gradients and shards the optimizer over DP × CP (inside a DiLoCo worker)
+    dp_cp = dp_in * cp
 
     if isinstance(w, Transformer):
         seq, h = float(w.seq_len), float(w.hidden)
@@ -299,6 +319,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         opt.local_sgd_steps,
         trainable_fraction=trainable,
         offload_optimizer=opt.offload_optimizer,
+        outer_state_on_gpu=not opt.outer_state_on_cpu,
     )
     static = weights + grads + optimizer
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
@@ -391,13 +412,12 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     stage = t_mb + tp_exp + cp_exp + ep_exp
 
     # --- pipeline ---------------------------------------------------------------------------
-    p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp)
+    p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp_in)
     bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m, overlap=opt.pp_comm_overlap)
 
     # --- data parallelism -----------------------------------------------------------------
     dense_b = dense_local * grad_b * trainable
     expert_b = expert_local * grad_b * trainable
-    H = opt.local_sgd_steps
     ratio = topk_ratio(opt.compression)
     if ratio is not None:
         sparse = (
@@ -414,9 +434,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         )
     window = data_parallel.BACKWARD_SHARE * t_mb if opt.overlap else 0.0
     last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
-    ddp_s = data_parallel.ddp_exposed_s(t_reduce, window, last_bucket)
-    if H > 1:
-        ddp_s = t_reduce / H
+    ddp_s = np.where(dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
     w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
     # FSDP: per micro-batch, all-gather the stage's weights for forward and again for backward
     # (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients
@@ -430,11 +448,26 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         + _coll(Op.REDUCE_SCATTER, expert_b, dp_expert, cl, tp * ep)
     )
     fsdp_s = data_parallel.fsdp_exposed_s(fsdp_mb, t_mb if opt.overlap else 0.0, layers_ps, m)
-    dp_s = np.where(zero >= 3, fsdp_s, ddp_s)
+    inner_s = np.where(zero >= 3, fsdp_s, ddp_s)
     share, share_e = data_parallel.ring_share(dp_cp), data_parallel.ring_share(dp_expert)
-    ddp_bytes = 2 * (share * dense_b + share_e * expert_b) / H
+    ddp_bytes = 2 * (share * dense_b + share_e * expert_b)
     fsdp_bytes = m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
     dp_bytes = np.where(zero >= 3, fsdp_bytes, ddp_bytes)
+    # DiLoCo: every H steps each GPU all-reduces its 1/(dp·cp) slice of the pseudo-gradients
+    # with the matching GPUs of the other workers, then all-gathers the new weights inside its
+    # worker (Douillard et al. 2023; sharded as in INTELLECT-1)
+    outer_s = np.zeros_like(inner_s)
+    if H > 1:
+        shard = (dense_local + expert_local) * trainable / dp_cp
+        outer_bytes = shard * data_parallel.OUTER_BYTES[opt.outer_compression]
+        stride = n / workers
+        t_outer = _coll(Op.ALL_REDUCE, outer_bytes, workers, cl, stride) + _coll(
+            Op.ALL_GATHER, shard * dp_cp * memory.WEIGHT_BYTES, dp_cp, cl, tp
+        )
+        inner_step = m * t_mb + inner_s
+        outer_s = data_parallel.outer_sync_exposed_s(t_outer, H, inner_step, opt.outer_overlap)
+        dp_bytes = dp_bytes + 2 * data_parallel.ring_share(workers) * outer_bytes / H
+    dp_s = inner_s + outer_s
 
     # --- stragglers and the step ------------------------------------------------------------
     straggler = faults.straggler_s(
@@ -483,12 +516,16 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     ideal = steps * step + eval_total
     wall = ideal / good
     hours = cost.gpu_hours(n, wall)
+    sync_bytes = (
+        params * trainable * (data_parallel.OUTER_BYTES[opt.outer_compression] if H > 1 else grad_b)
+    )
     egress_step = cost.egress_bytes_per_step(
         cl.sites,
         pp,
+        v,
         isinstance(w, Transformer),
         gb * seq * h * memory.ACT_BYTES,
-        params * trainable * grad_b,
+        sync_bytes,
         H,
     )
     egress = egress_step * steps
@@ -526,6 +563,8 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         bubble_s=full(bubble_s),
         straggler_s=full(straggler),
         comm_efficiency=full(compute_s / step),
+        compute_utilisation=full(1 - dp_s / step),
+        outer_sync_s=full(outer_s),
         mfu=full(flops_step / (step * n * cl.peak_flops)),
         tflops_per_gpu=full(flops_step / (step * n) / 1e12),
         tokens_per_s=full(tokens_step / step),

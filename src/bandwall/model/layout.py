@@ -77,7 +77,7 @@ class Rule(IntEnum):
     EP_DIVIDES = 11
     BATCH_DIVISIBLE = 12
     ASYNC_NEEDS_LOCAL_SGD = 13
-    LOCAL_SGD_REPLICAS = 14
+    DILOCO_WORKERS = 14
 
 
 def check_layouts(
@@ -89,6 +89,7 @@ def check_layouts(
     schedule: Schedule,
     local_sgd_steps: int,
     mitigation: Mitigation,
+    workers: Any = 1,
 ) -> IntArray:
     """The first broken `Rule` per layout (0 where the layout is valid). Memory fit is not a
     rule here: the engine computes it (`fits`) from the same layouts."""
@@ -124,7 +125,10 @@ def check_layouts(
             Rule.ASYNC_NEEDS_LOCAL_SGD,
             np.full(tp.shape, mitigation is Mitigation.ASYNC and local_sgd_steps == 1),
         ),
-        (Rule.LOCAL_SGD_REPLICAS, (zero >= 3) & (local_sgd_steps > 1)),
+        (
+            Rule.DILOCO_WORKERS,
+            (np.mod(np.floor(dp), workers) != 0) | (workers > np.maximum(np.floor(dp), 1)),
+        ),
     ]
     out = np.zeros(tp.shape, dtype=np.int64)
     for rule, broken in reversed(checks):
@@ -147,7 +151,7 @@ RULE_FIELD = {
     Rule.EP_DIVIDES: "ep",
     Rule.BATCH_DIVISIBLE: "global_batch",
     Rule.ASYNC_NEEDS_LOCAL_SGD: "straggler_mitigation",
-    Rule.LOCAL_SGD_REPLICAS: "local_sgd_steps",
+    Rule.DILOCO_WORKERS: "diloco_workers",
 }
 
 
@@ -223,5 +227,6 @@ def explain(
             field="straggler_mitigation",
         )
     return LayoutError(
-        "DiLoCo needs full replicas per worker; use --zero 0, 1 or 2", field="local_sgd_steps"
+        f"must divide the {dp} data-parallel replicas (each DiLoCo worker runs whole replicas)",
+        field="diloco_workers",
     )

@@ -67,6 +67,7 @@ def state_bytes(
     *,
     trainable_fraction: float = 1.0,
     offload_optimizer: bool = False,
+    outer_state_on_gpu: bool = True,
 ) -> tuple[Any, Any, Any]:
     """Weights, gradients and optimizer state per GPU under ZeRO stage `zero` (sharded over
     `dp`, the data × context-parallel ranks). Frozen weights (LoRA) keep no gradient and no
@@ -85,9 +86,11 @@ def state_bytes(
     optimizer = ADAM_BYTES_PER_PARAM * trainable_fraction * sharded(zero >= 1)
     if offload_optimizer:
         optimizer = optimizer * 0.0
-    if local_sgd_steps > 1:
-        optimizer = optimizer + DILOCO_EXTRA_BYTES_PER_PARAM * (
-            dense_params_local + expert_params_local
+    if local_sgd_steps > 1 and outer_state_on_gpu:
+        # DiLoCo's outer Nesterov momentum and the last synchronised weights, fp32, sharded
+        # like the inner optimizer state (Douillard et al. 2023, Algorithm 1)
+        optimizer = optimizer + DILOCO_EXTRA_BYTES_PER_PARAM * trainable_fraction * sharded(
+            zero >= 1
         )
     return weights, grads, optimizer
 

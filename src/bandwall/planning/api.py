@@ -27,6 +27,7 @@ from bandwall.planning.request import (
     config_error,
     field_flag,
 )
+from bandwall.planning.presets import get_preset
 from bandwall.planning.resolve import describe_cluster, resolve_cluster, resolve_workload
 from bandwall.workloads import Transformer, Workload
 
@@ -70,6 +71,10 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         offload_optimizer=req.offload_optimizer,
         eval_interval_steps=req.eval_interval_steps,
         eval_samples=req.eval_samples,
+        diloco_workers=req.diloco_workers,
+        outer_compression=req.outer_compression,
+        outer_overlap=req.outer_overlap,
+        outer_state_on_cpu=req.outer_state_on_cpu,
         straggler_mitigation=req.straggler_mitigation,
         schedule=req.schedule,
         tokens=req.tokens,
@@ -106,8 +111,11 @@ def candidates(axis: str, w: Workload, req: PlanRequest, gpus_per_node: int) -> 
         return _pow2_upto(w.experts) if w.is_moe else [1]
     if axis == "micro_batch":
         return [1, 2, 4]
-    # virtual stages
-    return [1] if req.schedule is Schedule.ONE_F_ONE_B else [1, 2, 4]
+    # virtual stages: none across a WAN, where every extra chunk crosses the sites again
+    multi_site = (req.sites or get_preset(req.preset).sites) > 1
+    if req.schedule is Schedule.ONE_F_ONE_B or multi_site:
+        return [1]
+    return [1, 2, 4]
 
 
 @dataclass(frozen=True)

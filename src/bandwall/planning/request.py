@@ -273,6 +273,17 @@ class PlanRequest(BaseModel):
     """Gradient compression: none, int8 or topk:RATIO (e.g. topk:0.01)."""
     local_sgd_steps: int = Field(default=1, ge=1, le=1_000_000, json_schema_extra=_meta("strategy"))
     """DiLoCo / local SGD: outer synchronisation every H steps (1: synchronous)."""
+    diloco_workers: int | None = Field(
+        default=None, ge=1, le=MAX_GPUS, json_schema_extra=_meta("strategy")
+    )
+    """DiLoCo workers, each running the inner layout on gpus/workers GPUs (default: one per
+    site on a multi-site cluster, else every data-parallel replica)."""
+    outer_compression: str = Field(default="none", json_schema_extra=_meta("strategy"))
+    """DiLoCo pseudo-gradients on the wire: none (fp32), fp16, int8 or int4."""
+    outer_overlap: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Streaming DiLoCo: overlap the outer sync with the next H inner steps."""
+    outer_state_on_cpu: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Keep DiLoCo's outer momentum and weight copy in host memory."""
     overlap: bool = Field(default=True, json_schema_extra=_meta("strategy"))
     """Overlap the data-parallel reduction with backward."""
     sequence_parallel: bool = Field(default=True, json_schema_extra=_meta("strategy"))
@@ -391,6 +402,13 @@ class PlanRequest(BaseModel):
                 field="tp_comm_overlap",
             )
         return self
+
+    @field_validator("outer_compression")
+    @classmethod
+    def _outer_compression(cls, value: str) -> str:
+        if value not in ("none", "fp16", "int8", "int4"):
+            raise ValueError(f"unknown value {value!r}; choose one of: none, fp16, int8, int4")
+        return value
 
     @field_validator("routing")
     @classmethod

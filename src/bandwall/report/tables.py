@@ -87,6 +87,10 @@ def plan_tables(plan: Plan) -> list[Table]:
         ("layout", _layout_text(plan.layout)),
         ("step time", format_duration(m["step_time_s"])),
         ("communication efficiency", f"{m['comm_efficiency']:.1%} (compute / step)"),
+        (
+            "compute utilisation",
+            f"{m['compute_utilisation']:.1%} (not waiting on data-parallel/DiLoCo sync)",
+        ),
         ("MFU", f"{m['mfu']:.1%} ({m['tflops_per_gpu']:,.0f} TFLOP/s per GPU)"),
         ("throughput", rate),
         (
