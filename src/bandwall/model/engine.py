@@ -267,11 +267,8 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     H = opt.local_sgd_steps
     # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
     # (default: one per site on a geo cluster, else every data-parallel replica)
-    if H > 1:
-        workers = opt.diloco_workers or (cl.sites if cl.sites > 1 else np.floor(dp))
-    else:
-        workers = 1
-    workers = np.asarray(workers, dtype=np.float64)
+    default_workers = cl.sites if cl.sites > 1 else np.floor(dp)
+    workers = np.asarray((opt.diloco_workers or default_workers) if H > 1 else 1, dtype=np.float64)
     dp_in = np.maximum(dp / workers, 1.0) if H > 1 else dp
     rule = check_layouts(
         w,

@@ -93,7 +93,7 @@ def check_layouts(
 ) -> IntArray:
     """The first broken `Rule` per layout (0 where the layout is valid). Memory fit is not a
     rule here: the engine computes it (`fits`) from the same layouts."""
-    tp, pp, cp, ep, zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
+    tp, pp, cp, ep, _zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
     G = float(cl.gpus_per_node)
     model_par = tp * pp * cp
     dp = n / model_par

@@ -20,6 +20,7 @@ from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
 from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
+from bandwall.planning.presets import get_preset
 from bandwall.planning.request import (
     LAYOUT_FIELDS,
     VECTOR_FIELDS,
@@ -27,7 +28,6 @@ from bandwall.planning.request import (
     config_error,
     field_flag,
 )
-from bandwall.planning.presets import get_preset
 from bandwall.planning.resolve import describe_cluster, resolve_cluster, resolve_workload
 from bandwall.workloads import Transformer, Workload
 
