@@ -9,7 +9,7 @@ import typer
 
 from bandwall.cli.options import expand, request, with_request_options
 from bandwall.errors import ConfigError, unknown_choice
-from bandwall.report.text import console
+from bandwall.report.text import console, err_console
 
 PLOT_KINDS = ("busbw", "scaling", "breakdown", "cost", "links")
 
@@ -109,19 +109,27 @@ def report(
         str | None, typer.Option(help="Add scaling curves over these GPU counts, e.g. 64:4096:x2.")
     ] = None,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Only the stored runs.")] = False,
+    prefer: Annotated[
+        str,
+        typer.Option(help="Summary's rule: recommend the cheapest or the fastest preset."),
+    ] = "cheapest",
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
 ) -> None:
-    """Write one self-contained HTML file: plans, bench runs, plots and assumptions."""
+    """Write one self-contained HTML file: a summary that recommends one preset, then plans,
+    bench runs, plots and assumptions."""
     from bandwall.measure.calibrate import nominal_rate_Gbps
     from bandwall.planning.api import compare
     from bandwall.report import html
 
+    if prefer not in html.RULES:
+        raise unknown_choice("prefer", prefer, html.RULES)
     req = request(fields, preset=_presets_list(presets_)[0])
     keys = _presets_list(presets_)
     sections = []
     notes: list[str] = []
     if not no_plan:
         plans = compare(req, keys)
+        sections.append(html.summary_section(plans, prefer))
         sections.append(html.plans_section(plans))
         for p in plans:
             notes.extend(n for n in p.notes if n not in notes)
@@ -137,14 +145,69 @@ def report(
     console.print(f"wrote {output}")
 
 
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1 or localhost)."""
+    import ipaddress
+
+    if host.strip().lower() in ("localhost", "localhost."):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+#: Shortest token accepted: 16 characters of a URL-safe alphabet is ~96 bits.
+MIN_TOKEN_CHARS = 16
+
+
+def serve_token(host: str, allow_remote: bool, token: str | None) -> str | None:
+    """The API token the server requires, or None on loopback without --token.
+
+    A non-loopback address is refused unless --allow-remote says so; it then always needs a
+    token (the one given, else a fresh random one), since the dashboard has no other login.
+    """
+    import secrets
+
+    if not is_loopback(host) and not allow_remote:
+        raise ConfigError(
+            f"{host!r} is not a loopback address: the dashboard has no TLS and no accounts; "
+            "pass --allow-remote to serve other machines (a token is then required)",
+            field="host",
+        )
+    if token is not None:
+        if len(token) < MIN_TOKEN_CHARS or not all(c.isalnum() or c in "-_." for c in token):
+            raise ConfigError(
+                f"give at least {MIN_TOKEN_CHARS} letters, digits, '-', '_' or '.'",
+                field="token",
+            )
+        return token
+    return None if is_loopback(host) else secrets.token_urlsafe(24)
+
+
 def serve(
     host: Annotated[
-        str, typer.Option(help="Interface to bind (loopback by default).")
+        str,
+        typer.Option(help="Interface to bind (loopback by default; others need --allow-remote)."),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[int, typer.Option(help="TCP port.", min=1, max=65535)] = 8000,
     db: Annotated[str | None, typer.Option(help="Results database to show.")] = None,
+    allow_remote: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote",
+            help="Allow a non-loopback --host; every API call then needs the token.",
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="API token (Authorization: Bearer); generated and printed with --allow-remote."
+        ),
+    ] = None,
 ) -> None:
     """The local dashboard: interactive planner, stored runs, JSON API (/openapi.json)."""
+    key = serve_token(host, allow_remote, token)
     try:
         import uvicorn
     except ImportError:
@@ -153,5 +216,19 @@ def serve(
         ) from None
     from bandwall.web import create_app
 
-    console.print(f"bandwall dashboard on http://{host}:{port}/ (API schema: /openapi.json)")
-    uvicorn.run(create_app(db), host=host, port=port, log_level="warning")
+    where = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    url = f"http://{where}:{port}/" + (f"?token={key}" if key else "")
+    console.print(
+        f"bandwall dashboard on {url} (API schema: /openapi.json)", markup=False, soft_wrap=True
+    )
+    if key:
+        console.print(
+            f"API calls need the header: Authorization: Bearer {key}", markup=False, soft_wrap=True
+        )
+    if not is_loopback(host):
+        err_console.print(
+            f"warning: serving on {host}: anyone who can reach this port and has the token can "
+            "use the dashboard; traffic is plain HTTP (no TLS)",
+            markup=False,
+        )
+    uvicorn.run(create_app(db, token=key), host=host, port=port, log_level="warning")

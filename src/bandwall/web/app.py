@@ -1,24 +1,53 @@
-"""FastAPI app: /api/plan, /api/compare, /api/collective, /api/results and the page.
+"""FastAPI app: /api/plan, /api/compare, /api/collective, /api/results, /api/schema and the page.
 
 Bad input answers 422 naming the field (Pydantic's own errors, and bandwall's one-line errors
-mapped to the field they name), never 500. Swagger/ReDoc pages are off because they load
-assets from a CDN; the schema itself is at /openapi.json.
+mapped to the field they name), never 500. Before any route sees a request, `RequestGuard`
+checks the API token (when the server has one), refuses bodies over `MAX_BODY_BYTES` (413)
+and JSON that Python's parser would accept but that is not JSON (NaN, Infinity, 1e999, lone
+surrogates: 422), so no handler ever holds a value it cannot answer with. A results database
+that cannot be read answers 503 with one line naming the file. Swagger/ReDoc pages are off
+because they load assets from a CDN; the schema itself is at /openapi.json.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import secrets
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Path, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from bandwall import __version__
 from bandwall.errors import BandwallError
 from bandwall.planning.request import PlanRequest
 from bandwall.report.text import json_safe
+
+if TYPE_CHECKING:
+    from bandwall.measure.bench.store import Store
+
+#: Largest request body accepted. A full plan request is about 2 KiB of JSON.
+MAX_BODY_BYTES = 64 * 1024
+#: Longest integer literal parsed (no field takes more than 2**62).
+MAX_INT_DIGITS = 40
+#: Most message sizes one /api/collective call prices (each is a row of the answer).
+MAX_COLLECTIVE_SIZES = 1024
+
+
+class PlanBody(PlanRequest):
+    """A training job on an infrastructure, and how to run it (the plan request)."""
+
+    # PlanRequest defers building its validator so `bandwall --help` stays fast; a body type
+    # FastAPI wraps must be built up front, or pydantic warns about the parameter's alias.
+    model_config = ConfigDict(defer_build=False, title="PlanRequest")
 
 
 class CompareQuery(BaseModel):
@@ -31,7 +60,7 @@ class CompareQuery(BaseModel):
 
 
 class CollectiveQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     op: str = Field(default="all_reduce", max_length=32)
     ranks: int = Field(default=64, ge=2, le=1_048_576)
@@ -41,16 +70,174 @@ class CollectiveQuery(BaseModel):
     sizes: str = Field(default="1K:1G:x4", max_length=64)
 
 
+def _detail(loc: list[str], msg: str, kind: str) -> dict[str, Any]:
+    return {"detail": [{"loc": loc, "msg": msg, "type": kind}]}
+
+
 def _error_response(exc: BandwallError) -> JSONResponse:
     """422 with the field the error names in `loc`, as FastAPI reports its own validation."""
     loc = ["body", exc.field] if exc.field else ["body"]
-    return JSONResponse(
-        status_code=422,
-        content={"detail": [{"loc": loc, "msg": str(exc), "type": "value_error"}]},
-    )
+    return JSONResponse(status_code=422, content=_detail(loc, str(exc), "value_error"))
 
 
-def create_app(db: str | None = None) -> FastAPI:
+def strict_json_error(body: bytes) -> str | None:
+    """Why `body` is not strict JSON (RFC 8259 in UTF-8), or None when it is.
+
+    Python's parser takes NaN and Infinity, turns 1e999 into inf and keeps lone surrogates
+    ("\\ud800"); none of these can be answered in JSON, so they are refused up front.
+    """
+
+    def constant(name: str) -> Any:
+        raise ValueError(f"{name} is not a JSON number")
+
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"number {text[:24]} is out of range")
+        return value
+
+    def integer(text: str) -> int:
+        if len(text.lstrip("-")) > MAX_INT_DIGITS:
+            raise ValueError(f"integer of {len(text):,} digits is out of range")
+        return int(text)
+
+    try:
+        doc = json.loads(body, parse_constant=constant, parse_float=finite, parse_int=integer)
+        json.dumps(doc, ensure_ascii=False).encode("utf-8")
+    except RecursionError:
+        return "JSON nested too deeply"
+    except UnicodeError:
+        return "text must be UTF-8 without lone surrogates (e.g. \\ud800)"
+    except ValueError as exc:
+        return f"invalid JSON: {exc}"
+    return None
+
+
+class RequestGuard:
+    """ASGI middleware: API token, body size limit and strict JSON, before any route runs."""
+
+    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+        self.app = app
+        self.token = token
+        self.max_body_bytes = max_body_bytes
+
+    async def _answer(self, send: Send, status: int, content: Any, **headers: str) -> None:
+        body = json.dumps(content).encode()
+        raw = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+        raw += [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": body})
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.token is None:
+            return True
+        path = str(scope.get("path", ""))
+        if not (path.startswith("/api/") or path == "/openapi.json"):
+            return True  # the page and its assets hold no data
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, value = given.partition(" ")
+        return scheme.lower() == "bearer" and secrets.compare_digest(
+            value.strip().encode(), self.token.encode()
+        )
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self._authorized(scope):
+            await self._answer(
+                send,
+                401,
+                {"detail": "this dashboard needs its token: open the URL `bandwall serve` printed"},
+                **{"WWW-Authenticate": "Bearer"},
+            )
+            return
+        headers = dict(scope.get("headers") or [])
+        too_big = {"detail": f"request body over {self.max_body_bytes:,} bytes"}
+        try:
+            declared = int(headers.get(b"content-length", b"0"))
+        except ValueError:
+            declared = 0
+        if declared > self.max_body_bytes:
+            await self._answer(send, 413, too_big)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await self._answer(send, 413, too_big)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        ctype = headers.get(b"content-type", b"").lower()
+        if body and ctype and b"json" not in ctype:
+            await self._answer(send, 415, {"detail": "send JSON (Content-Type: application/json)"})
+            return
+        if body:
+            reason = strict_json_error(body)
+            if reason is not None:
+                await self._answer(send, 422, _detail(["body"], reason, "json_invalid"))
+                return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class StoreUnavailable(HTTPException):
+    """The results database cannot be read: 503 with one line naming the file."""
+
+
+@contextmanager
+def open_store(db: str | None) -> Iterator[Store]:
+    """The results store, with any failure to read it as a one-line 503 naming the file."""
+    from bandwall.measure.bench.store import Store, default_db_path
+
+    path = db or str(default_db_path())
+
+    def unavailable(reason: str) -> StoreUnavailable:
+        line = " ".join(reason.split())
+        if path not in line:
+            line = f"results database {path!r}: {line}"
+        return StoreUnavailable(status_code=503, detail=line)
+
+    try:
+        store = Store(db)
+    except BandwallError as exc:
+        raise unavailable(exc.reason) from None
+    except (sqlite3.Error, OSError) as exc:
+        raise unavailable(str(exc)) from None
+    try:
+        yield store
+    except sqlite3.Error as exc:
+        raise unavailable(str(exc)) from None
+    except BandwallError as exc:
+        if exc.field == "db":
+            raise unavailable(exc.reason) from None
+        raise
+    finally:
+        store.close()
+
+
+def create_app(
+    db: str | None = None, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES
+) -> FastAPI:
+    """The dashboard and its API. With `token`, every /api/ call and /openapi.json needs
+    ``Authorization: Bearer TOKEN`` (the page reads it from the URL `serve` prints)."""
     app = FastAPI(
         title="bandwall",
         version=__version__,
@@ -59,6 +246,7 @@ def create_app(db: str | None = None) -> FastAPI:
         description="Plan, compare and inspect the bandwidth wall of distributed "
         "training. Every number carries the assumptions behind it.",
     )
+    app.add_middleware(RequestGuard, token=token, max_body_bytes=max_body_bytes)
     static = resources.files("bandwall.web").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
@@ -73,8 +261,14 @@ def create_app(db: str | None = None) -> FastAPI:
     def index() -> HTMLResponse:
         return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"))
 
+    @app.get("/api/schema", summary="The plan request's fields, for building a form")
+    def api_schema() -> JSONResponse:
+        from bandwall.web.form import form_schema
+
+        return ok(form_schema())
+
     @app.post("/api/plan", summary="Plan one training job")
-    def api_plan(q: PlanRequest) -> JSONResponse:
+    def api_plan(q: PlanBody) -> JSONResponse:
         from bandwall.planning.api import plan
 
         return ok(plan(q).to_json())
@@ -91,11 +285,17 @@ def create_app(db: str | None = None) -> FastAPI:
     def api_collective(q: CollectiveQuery) -> JSONResponse:
         import numpy as np
 
+        from bandwall.errors import ConfigError
         from bandwall.model.collectives import evaluate_collective, parse_algo, parse_op
         from bandwall.model.topology import build_topology
         from bandwall.units import parse_size_range
 
         sizes = parse_size_range(q.sizes)
+        if sizes.size > MAX_COLLECTIVE_SIZES:
+            raise ConfigError(
+                f"{sizes.size:,} sizes; at most {MAX_COLLECTIVE_SIZES:,} per request",
+                field="sizes",
+            )
         topo = build_topology(gpus_per_node=min(q.gpus_per_node, q.ranks), scale_out=q.fabric)
         res = evaluate_collective(
             parse_op(q.op), sizes, np.full(sizes.shape, float(q.ranks)), topo, parse_algo(q.algo)
@@ -122,20 +322,27 @@ def create_app(db: str | None = None) -> FastAPI:
 
         return ok([f.model_dump(mode="json") for f in load_catalog().fabrics.values()])
 
-    @app.get("/api/results", summary="Stored bench runs")
-    def api_results() -> JSONResponse:
-        from bandwall.measure.bench.store import Store
+    store_errors: dict[int | str, dict[str, Any]] = {
+        503: {"description": "The results database cannot be read (one line naming the file)"}
+    }
 
-        with Store(db) as store:
+    @app.get("/api/results", summary="Stored bench runs", responses=store_errors)
+    def api_results() -> JSONResponse:
+        with open_store(db) as store:
             return ok([r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()])
 
-    @app.get("/api/results/{run_id}", summary="One stored run with its measurements")
-    def api_result(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> JSONResponse:
-        from bandwall.measure.bench.store import Store
+    def known(store: Store, run_id: int) -> None:
+        if run_id not in {r.id for r in store.runs()}:
+            raise HTTPException(status_code=404, detail=f"run {run_id} not found")
 
-        with Store(db) as store:
-            if run_id not in {r.id for r in store.runs()}:
-                raise HTTPException(status_code=404, detail=f"run {run_id} not found")
+    @app.get(
+        "/api/results/{run_id}",
+        summary="One stored run with its measurements",
+        responses=store_errors,
+    )
+    def api_result(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> JSONResponse:
+        with open_store(db) as store:
+            known(store, run_id)
             run = store.run(run_id)
             return ok(
                 {
@@ -150,17 +357,17 @@ def create_app(db: str | None = None) -> FastAPI:
         "/api/results/{run_id}/busbw.png",
         summary="busbw chart of a stored run",
         response_class=Response,
+        responses=store_errors,
     )
     def api_result_chart(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> Response:
-        from bandwall.measure.bench.store import Store
+        from bandwall.measure.calibrate import nominal_rate_Gbps
         from bandwall.report import figures, plots
 
-        with Store(db) as store:
-            if run_id not in {r.id for r in store.runs()}:
-                raise HTTPException(status_code=404, detail=f"run {run_id} not found")
+        with open_store(db) as store:
+            known(store, run_id)
             run, rows, links = store.run(run_id), store.results(run_id), store.links(run_id)
         if rows:
-            fig = figures.busbw_run_figure(run, rows, None, None)
+            fig = figures.busbw_run_figure(run, rows, None, nominal_rate_Gbps(run))
         elif links:
             fig = figures.links_figure(run, links)
         else:

@@ -1,0 +1,194 @@
+"""The dashboard in real headless Chromium (Debian's /usr/bin/chromium, driven by Playwright)
+against a real `bandwall serve`: the form has every request field, a plan shows its result,
+an error shows next to its field and clears the old result, the address restores the same
+plan, and the stored runs (or the one-line reason they cannot be read) show. Screenshots of
+the page go to docs/ for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="web tests need the web extra")
+if not os.path.exists("/usr/bin/chromium"):
+    pytest.skip("Debian chromium not installed", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api")
+
+from bandwall.planning.request import PlanRequest, field_meta  # noqa: E402
+from tests.web.seed import CHROMIUM, CHROMIUM_ARGS, running_server, seed_db  # noqa: E402
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+WAIT_MS = 30_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db = tmp_path_factory.mktemp("dash") / "b.db"
+    seed_db(db)
+    with running_server("--db", str(db)) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield p
+    context.close()
+    assert errors == []  # no JavaScript exception on the page
+
+
+def _planned(page: Any, text: str) -> None:
+    page.wait_for_function(
+        "t => document.querySelector('#status').className === 'ok' && "
+        "document.querySelector('#status').innerText.includes(t)",
+        arg=text,
+        timeout=WAIT_MS,
+    )
+
+
+def _step(page: Any) -> str:
+    return str(page.locator('td[data-key="step time"]').inner_text())
+
+
+def test_form_has_every_request_field(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
+    fields = page.locator("[data-field]").evaluate_all("els => els.map(e => e.dataset.field)")
+    assert fields == list(PlanRequest.model_fields)  # all of them, in the schema's order
+    groups = page.locator("details.group").evaluate_all("els => els.map(e => e.dataset.group)")
+    assert groups == list(dict.fromkeys(field_meta(n)["group"] for n in PlanRequest.model_fields))
+    for name, info in PlanRequest.model_fields.items():
+        control = page.locator(f"#{name}")
+        tag, kind = control.evaluate("e => [e.tagName, e.type]")
+        row = page.locator(f'[data-field="{name}"]')
+        assert row.locator(".help").text_content() == (info.description or "").strip()
+        if info.annotation is bool:
+            assert kind == "checkbox" and control.is_checked() is info.default
+        elif field_meta(name).get("choices") or hasattr(info.annotation, "__members__"):
+            assert tag == "SELECT" or control.get_attribute("list"), name
+        if field_meta(name)["group"] == "layout" and info.default is None:
+            assert control.input_value() == "" and control.get_attribute("placeholder") == "search"
+    enum = page.locator("#recompute option").evaluate_all("os => os.map(o => o.value)")
+    assert set(enum) == {"none", "selective", "full", "auto"}
+
+
+def test_plan_error_next_to_field_and_shareable_address(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
+    page.select_option("#model", "llama3-70b")
+    page.fill("#gpus", "512")
+    page.fill("#tp", "8")
+    page.click("#run")
+    _planned(page, "on 512 ×")
+    assert "Llama 3 70B" in page.locator("#status").inner_text()
+    assert "tp=8 " in page.locator('td[data-key="layout"]').inner_text()
+    page.wait_for_function(
+        "document.querySelectorAll('#compare tbody tr').length >= 5", timeout=WAIT_MS
+    )
+    step = _step(page)
+    cost = page.locator('td[data-key="cost"]').inner_text()
+    assert re.fullmatch(r"\$[\d,]+", cost)  # dollars with thousands separators
+    address = page.url
+    assert "model=llama3-70b" in address and "gpus=512" in address and "tp=8" in address
+    DOCS.mkdir(exist_ok=True)
+    page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+
+    # an error: the message sits next to the field it names, and the old result is gone
+    page.fill("#tp", "3")
+    page.dispatch_event("#tp", "change")
+    page.wait_for_function(
+        "document.querySelector('#status').className === 'error'", timeout=WAIT_MS
+    )
+    where = page.locator(".field-error:not(:empty)")
+    assert where.count() >= 1
+    named = where.first.evaluate("e => e.closest('[data-field]').dataset.field")
+    assert named in ("tp", "gpus")
+    assert page.locator(f"#{named}").get_attribute("aria-invalid") == "true"
+    assert page.locator(f"#{named}-error").inner_text().strip()
+    assert page.locator('td[data-key="step time"]').count() == 0
+    assert page.locator("#chart rect").count() == 0
+    assert page.locator("#compare tbody tr").count() == 0
+    page.screenshot(path=str(DOCS / "dashboard-error.png"), full_page=True)
+
+    # the address of the good plan restores the form and the same result
+    fresh = page.context.new_page()
+    fresh.goto(address)
+    _planned(fresh, "on 512 ×")
+    assert fresh.input_value("#gpus") == "512" and fresh.input_value("#tp") == "8"
+    assert fresh.input_value("#model") == "llama3-70b"
+    assert _step(fresh) == step
+    assert fresh.locator('td[data-key="cost"]').inner_text() == cost
+    fresh.reload()
+    _planned(fresh, "on 512 ×")
+    assert _step(fresh) == step
+
+
+def test_preset_compare_and_stored_runs(page: Any, base: str) -> None:
+    """The first dashboard test's checks, kept: preset change, compare table, error status,
+    and a stored run's chart."""
+    page.goto(base + "/")
+    step = page.locator('td[data-key="step time"]')
+    step.wait_for(timeout=WAIT_MS)
+    before = step.inner_text()
+    assert page.locator("#chart rect").count() >= 1
+    page.select_option("#preset", "decentralized-colocated")
+    page.fill("#gpus", "256")
+    page.dispatch_event("#gpus", "change")
+    _planned(page, "on 256 ×")
+    assert page.locator('td[data-key="step time"]').inner_text() != before
+    assert "decentralized-colocated" in page.locator("#status").inner_text()
+    terms = page.locator("#chart rect").evaluate_all(
+        "rs => rs.map(r => r.getAttribute('data-term'))"
+    )
+    assert "dp" in terms or "tp" in terms  # the slow fabric shows up as communication
+    page.wait_for_function(
+        "document.querySelectorAll('#compare tbody tr').length >= 5", timeout=WAIT_MS
+    )
+    page.fill("#gpus", "0")
+    page.dispatch_event("#gpus", "change")
+    page.wait_for_function(
+        "document.querySelector('#status').className === 'error'", timeout=WAIT_MS
+    )
+    assert "gpus" in page.locator("#status").inner_text()
+    assert page.locator("#gpus-error").inner_text().strip()
+    page.fill("#gpus", "64")
+    page.dispatch_event("#gpus", "change")
+    _planned(page, "on 64 ×")
+    page.locator("button[data-run]").first.click()
+    page.wait_for_function("document.querySelector('#run-chart').naturalWidth > 0", timeout=WAIT_MS)
+    page.screenshot(path=str(DOCS / "dashboard-runs.png"), full_page=True)
+
+
+def test_unreadable_database_and_token(page: Any, tmp_path: Path) -> None:
+    """A corrupt --db shows as one line naming the file; the planner still works; with a
+    token the page takes it from the address and keeps it out of the shared address."""
+    db = tmp_path / "corrupt.db"
+    db.write_bytes(b"not a database " * 400)
+    token = "dashboard-test-token-123"
+    with running_server("--db", str(db), "--token", token, token=token) as url:
+        page.goto(f"{url}/?token={token}&gpus=16&model=resnet50")
+        _planned(page, "on 16 ×")
+        page.wait_for_function(
+            "document.querySelector('#runs-status').className === 'error'", timeout=WAIT_MS
+        )
+        line = page.locator("#runs-status").inner_text()
+        assert str(db) in line and "\n" not in line.strip()
+        assert "token" not in page.url and "gpus=16" in page.url
+        page.reload()  # the token survives a reload of the shareable address
+        _planned(page, "on 16 ×")
