@@ -13,7 +13,7 @@ import math
 import types
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 from pydantic.fields import FieldInfo
@@ -67,6 +67,8 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     enum_values = getattr(info.annotation, "__members__", None)
     if enum_values:
         text += " Choices: " + ", ".join(v.value for v in enum_values.values()) + "."
+    elif typing.get_origin(info.annotation) is Literal:
+        text += " Choices: " + ", ".join(map(str, typing.get_args(info.annotation))) + "."
     if info.default is not None and ann is not bool:
         default = getattr(info.default, "value", info.default)
         text += f" [default: {default}]"

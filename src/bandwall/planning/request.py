@@ -19,7 +19,7 @@ A layout field left unset (None) is searched: the engine picks the fastest feasi
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -189,7 +189,7 @@ class PlanRequest(BaseModel):
         json_schema_extra=_meta("cluster", flag="price-per-gpu-hour", vector=True),
     )
     """Price in USD per GPU-hour (default: the provider's typical price)."""
-    precision: str = Field(default="bf16", json_schema_extra=_meta("cluster"))
+    precision: Literal["bf16", "fp8"] = Field(default="bf16", json_schema_extra=_meta("cluster"))
     """Number format of the matmuls: bf16 or fp8 (which dense peak applies)."""
 
     # --- network -------------------------------------------------------------------------
@@ -266,7 +266,9 @@ class PlanRequest(BaseModel):
     """Pipeline schedule: 1f1b, or interleaved (virtual stages searched or given)."""
     recompute: Recompute = Field(default=Recompute.AUTO, json_schema_extra=_meta("strategy"))
     """Activation recomputation: auto (just enough to fit), selective, full or none."""
-    reduce_dtype: str = Field(default="fp32", json_schema_extra=_meta("strategy"))
+    reduce_dtype: Literal["fp32", "bf16"] = Field(
+        default="fp32", json_schema_extra=_meta("strategy")
+    )
     """Gradient reduction dtype: fp32 (Megatron-LM with bf16, PyTorch DDP under autocast and
     torchtitan FSDP reduce in fp32) or bf16."""
     compression: str = Field(default="none", json_schema_extra=_meta("strategy"))
@@ -278,7 +280,9 @@ class PlanRequest(BaseModel):
     )
     """DiLoCo workers, each running the inner layout on gpus/workers GPUs (default: one per
     site on a multi-site cluster, else every data-parallel replica)."""
-    outer_compression: str = Field(default="none", json_schema_extra=_meta("strategy"))
+    outer_compression: Literal["none", "fp16", "int8", "int4"] = Field(
+        default="none", json_schema_extra=_meta("strategy")
+    )
     """DiLoCo pseudo-gradients on the wire: none (fp32), fp16, int8 or int4."""
     outer_overlap: bool = Field(default=False, json_schema_extra=_meta("strategy"))
     """Streaming DiLoCo: overlap the outer sync with the next H inner steps."""
@@ -348,7 +352,9 @@ class PlanRequest(BaseModel):
         default=None, ge=0, lt=1, json_schema_extra=_meta("faults")
     )
     """Failed share of scale-out links."""
-    routing: str = Field(default="auto", json_schema_extra=_meta("faults"))
+    routing: Literal["auto", "adaptive", "static"] = Field(
+        default="auto", json_schema_extra=_meta("faults")
+    )
     """After failures: adaptive, static (ECMP) or auto (the fabric's own)."""
     slow_link_fraction: float = Field(default=0.0, ge=0, lt=1, json_schema_extra=_meta("faults"))
     """Share of scale-out links running slow."""
@@ -380,20 +386,6 @@ class PlanRequest(BaseModel):
             raise ValueError(f"unknown value {value!r}; choose one of: {', '.join(allowed)}")
         return folded[value.lower()] if name not in ("model",) else value
 
-    @field_validator("precision")
-    @classmethod
-    def _precision(cls, value: str) -> str:
-        if value not in ("bf16", "fp8"):
-            raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp8")
-        return value
-
-    @field_validator("reduce_dtype")
-    @classmethod
-    def _reduce_dtype(cls, value: str) -> str:
-        if value not in ("fp32", "bf16"):
-            raise ValueError(f"unknown value {value!r}; choose one of: bf16, fp32")
-        return value
-
     @model_validator(mode="after")
     def _overlap_needs_sp(self) -> PlanRequest:
         if self.tp_comm_overlap and not self.sequence_parallel:
@@ -402,20 +394,6 @@ class PlanRequest(BaseModel):
                 field="tp_comm_overlap",
             )
         return self
-
-    @field_validator("outer_compression")
-    @classmethod
-    def _outer_compression(cls, value: str) -> str:
-        if value not in ("none", "fp16", "int8", "int4"):
-            raise ValueError(f"unknown value {value!r}; choose one of: none, fp16, int8, int4")
-        return value
-
-    @field_validator("routing")
-    @classmethod
-    def _routing(cls, value: str) -> str:
-        if value not in ("auto", "adaptive", "static"):
-            raise ValueError(f"unknown value {value!r}; choose one of: adaptive, auto, static")
-        return value
 
     @field_validator("compression")
     @classmethod

@@ -10,7 +10,7 @@ from typing import Any
 from rich.console import Console
 
 #: Piped output gets a wide fixed width so tables are not folded into unreadable columns.
-console = Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
+console = Console(highlight=False, soft_wrap=False)
 err_console = Console(stderr=True, highlight=False)
 
 
