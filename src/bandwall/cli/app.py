@@ -225,14 +225,15 @@ def compare(
     """Run one job on several infrastructures side by side."""
     from bandwall.planning.api import compare as compare_plans
     from bandwall.planning.presets import presets
-    from bandwall.report.tables import compare_table
+    from bandwall.report.tables import compare_tables
 
     keys = _split(presets_, "presets") if presets_ else list(presets())
     plans = compare_plans(request(fields, preset=keys[0]), keys)
     if as_json:
         print_json([p.to_json() for p in plans])
         return
-    console.print(compare_table(plans))
+    for table in compare_tables(plans):
+        console.print(table)
 
 
 @app.command()
@@ -276,14 +277,15 @@ def scale(
     """Step time, efficiency, goodput and cost per token along GPU count; layout options left
     unset are searched at each count."""
     from bandwall.planning.api import scale as scale_plans
-    from bandwall.report.tables import scale_table
+    from bandwall.report.tables import scale_tables
 
     counts = [int(v) for v in expand("gpus", gpus)]
     plans = scale_plans(request(fields, gpus=counts[0]), counts)
     if as_json:
         print_json([p.to_json() for p in plans])
         return
-    console.print(scale_table(plans))
+    for table in scale_tables(plans):
+        console.print(table)
 
 
 @app.command()

@@ -146,76 +146,91 @@ def budget_text(plan: Plan) -> str:
     return f" for {m['steps'] * m['global_batch'] / plan.workload.dataset_samples:,.3g} epochs"
 
 
-def compare_table(plans: list[Plan]) -> Table:
-    """Presets side by side, one column each, as in a decision matrix."""
-    t = Table(title=f"{plans[0].workload.name} on {plans[0].to_json()['gpus']:,} GPUs")
-    t.add_column("")
-    for p in plans:
-        t.add_column(p.cluster.preset, justify="right")
-    rows: list[tuple[str, Any]] = [
-        ("GPU", lambda p: p.cluster.gpu.name),
-        ("scale-out", lambda p: p.to_json()["cluster"]["scale_out"]),
-        ("layout", lambda p: _layout_text(p.layout)),
-        ("step time", lambda p: format_duration(p.metrics["step_time_s"])),
-        ("compute", lambda p: format_duration(p.metrics["compute_s"])),
-        ("exposed comm", lambda p: format_duration(p.metrics["exposed_comm_s"])),
-        ("bubble", lambda p: format_duration(p.breakdown["bubble"])),
-        ("comm efficiency", lambda p: f"{p.metrics['comm_efficiency']:.1%}"),
-        ("MFU", lambda p: f"{p.metrics['mfu']:.1%}"),
-        ("time to train", lambda p: format_duration(p.metrics["time_to_train_s"])),
-        ("GPU-hours", lambda p: f"{p.metrics['gpu_hours']:,.0f}"),
-        ("$/GPU-hour", lambda p: f"${p.metrics['price_per_gpu_hour_usd']:.2f}"),
-        ("egress", lambda p: _money(p.metrics["egress_usd"])),
-        ("total cost", lambda p: _money(p.metrics["cost_usd"])),
+def _short_layout(layout: dict[str, Any]) -> str:
+    """tp8 pp4 cp1 dp32 z1 v2: the layout in a narrow column."""
+    parts = [
+        f"{k}{layout[k]}" for k in ("tp", "pp", "cp", "ep", "dp") if layout[k] != 1 or k == "dp"
     ]
-    for label, fn in rows:
-        t.add_row(label, *(str(fn(p)) for p in plans))
-    return t
+    parts.append(f"z{layout['zero']}")
+    if layout["virtual_stages"] > 1:
+        parts.append(f"v{layout['virtual_stages']}")
+    return " ".join(parts)
 
 
-def scale_table(plans: list[Plan]) -> Table:
-    """One row per GPU count: where scaling stops paying."""
+def compare_tables(plans: list[Plan]) -> list[Table]:
+    """One row per preset: time, then money (two tables, each within 80 columns)."""
+    title = f"{plans[0].workload.name} on {plans[0].to_json()['gpus']:,} GPUs"
+    width = max(len(p.cluster.preset) for p in plans)
+    speed = Table(title=f"{title}: time")
+    speed.add_column("preset", min_width=width, no_wrap=True)
+    speed.add_column("layout", overflow="fold")
+    for col in ("step", "comm eff.", "to train"):
+        speed.add_column(col, justify="right", no_wrap=True)
+    money = Table(title=f"{title}: cost ({plans[0].cluster.gpu.name})")
+    money.add_column("preset", min_width=width, no_wrap=True)
+    for col in ("$/GPU-hour", "GPU-hours", "egress", "total cost"):
+        money.add_column(col, justify="right", no_wrap=True)
+    for p in plans:
+        m = p.metrics
+        speed.add_row(
+            p.cluster.preset,
+            _short_layout(p.layout),
+            format_duration(m["step_time_s"]),
+            f"{m['comm_efficiency']:.1%}",
+            format_duration(m["time_to_train_s"]),
+        )
+        money.add_row(
+            p.cluster.preset,
+            f"${m['price_per_gpu_hour_usd']:.2f}",
+            f"{m['gpu_hours']:,.0f}",
+            _money(m["egress_usd"]),
+            _money(m["cost_usd"]),
+        )
+    return [speed, money]
+
+
+def scale_tables(plans: list[Plan]) -> list[Table]:
+    """One row per GPU count, where scaling stops paying: speed, then failures and money."""
     p0 = plans[0]
-    t = Table(title=f"{p0.workload.name} · {p0.cluster.preset} · scaling")
-    for col in (
-        "GPUs",
-        "layout",
-        "step",
-        "comm eff.",
-        "MFU",
-        "goodput",
-        "MTBF",
-        "ckpt every",
-        "time to train",
-        "$/M tokens",
-        "cost",
-    ):
-        t.add_column(col, justify="left" if col == "layout" else "right")
+    title = f"{p0.workload.name} · {p0.cluster.preset} · scaling"
+    speed = Table(title=title)
+    for col in ("GPUs", "layout", "step", "comm eff.", "MFU", "time to train"):
+        speed.add_column(col, justify="left" if col == "layout" else "right")
+    money = Table(title=f"{title}: failures and cost")
+    for col in ("GPUs", "goodput", "job MTBF", "ckpt every", "$/M tokens", "cost"):
+        money.add_column(col, justify="right")
     for p in plans:
         m = p.metrics
         per_sample = p.workload.seq_len if isinstance(p.workload, Transformer) else 1
         units = m["steps"] * m["global_batch"] * per_sample
-        t.add_row(
-            f"{p.to_json()['gpus']:,}",
-            _layout_text(p.layout),
+        gpus = f"{p.to_json()['gpus']:,}"
+        speed.add_row(
+            gpus,
+            _short_layout(p.layout),
             format_duration(m["step_time_s"]),
             f"{m['comm_efficiency']:.1%}",
             f"{m['mfu']:.1%}",
+            format_duration(m["time_to_train_s"]),
+        )
+        money.add_row(
+            gpus,
             f"{m['goodput']:.1%}",
             format_duration(m["mtbf_s"]),
             format_duration(m["checkpoint_interval_s"]),
-            format_duration(m["time_to_train_s"]),
             f"${m['cost_usd'] / units * 1e6:,.2f}",
             _money(m["cost_usd"]),
         )
-    return t
+    return [speed, money]
 
 
 def validation_table(rows: list[dict[str, Any]], title: str) -> Table:
     """Predicted against published, one row per published run (80 columns)."""
     t = Table(title=title)
-    for col in ("run", "GPUs", "layout", "published", "model", "error"):
-        t.add_column(col, justify="left" if col in ("run", "layout") else "right")
+    t.add_column("run", min_width=max(len(r["id"]) for r in rows), no_wrap=True)
+    t.add_column("GPUs", justify="right", no_wrap=True)
+    t.add_column("layout", overflow="fold")
+    for col in ("published", "model", "error"):
+        t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         digits = 2 if r["unit"] == "s" else 0
         t.add_row(
@@ -341,25 +356,21 @@ def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
     for col, justify in (
         ("ranks", "right"),
         ("size", "right"),
-        ("count", "right"),
-        ("type", "left"),
         ("time(us)", "right"),
         ("algbw(GB/s)", "right"),
         ("busbw(GB/s)", "right"),
-        ("algo", "left"),
+        ("algo/proto", "left"),
     ):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for row in rows:
         size_b = int(row["size_bytes"])
         table.add_row(
-            str(row["ranks"]),
+            f"{int(row['ranks']):,}",
             format_size(size_b),
-            str(size_b // 4),
-            "float",
             fmt_num(float(row["time_s"]) * 1e6, 2),
             fmt_num(float(row["algbw_GBps"]), 2),
             fmt_num(float(row["busbw_GBps"]), 2),
-            str(row["algo"]),
+            f"{row['algo']}/{row['protocol']}" if row.get("protocol") else str(row["algo"]),
         )
     return table
 
