@@ -23,13 +23,13 @@ TARGET = 0.97
 def _worker() -> dict[int, list[tuple[float, float]]] | None:
     import torch
     import torch.distributed as dist
-    from bandwall.collectives import Op
 
     from bandwall.measure.bench.runner import BenchConfig, _measure
+    from bandwall.model.collectives import Op
 
     dist.init_process_group("gloo", timeout=dt.timedelta(seconds=120))
     rank, world = dist.get_rank(), dist.get_world_size()
-    cfg = BenchConfig(iters=ITERS, warmup=2, check=False, progress=False)
+    cfg = BenchConfig(iters=ITERS, warmup=2, check=False, progress=False, inplace=False)
     out: dict[int, list[tuple[float, float]]] = {s: [] for s in SIZES}
     for _ in range(ROUNDS):
         for size in SIZES:

@@ -129,3 +129,78 @@ as_of = 2026-12-01
     finally:
         monkeypatch.delenv("BANDWALL_CATALOG_DIR")
         load_catalog.cache_clear()
+
+
+def test_in_network_reduction_is_explicit_and_off_without_hardware() -> None:
+    """NVLS (NVLink SHARP) is on by default where the switch has it (NCCL_NVLS_ENABLE=2);
+    InfiniBand SHARP exists on Quantum switches but NCCL's CollNet is off by default
+    (collnetEnable = 0, needs the SHARP plugin); Ethernet and PCIe have none."""
+    cat = load_catalog()
+    for key in ("nvlink4", "nvlink5"):
+        fab = cat.fabric(key)
+        assert fab.in_network_reduction and fab.in_network_on_by_default
+    for key in ("ib-hdr", "ib-ndr", "ib-xdr"):
+        fab = cat.fabric(key)
+        assert fab.in_network_reduction and not fab.in_network_on_by_default
+    for key in ("nvlink3", "pcie5", "roce-400", "spectrum-x-800", "efa-p5", "vpc-100g"):
+        assert not cat.fabric(key).in_network_reduction
+    assert cat.fabric("nvlink4").in_network_efficiency == pytest.approx(0.85)  # NCCL Hopper
+    assert cat.fabric("nvlink5").in_network_efficiency == pytest.approx(0.74)  # Blackwell
+
+
+def test_nvlink_efficiency_is_nccls_per_link_rate() -> None:
+    """NCCL src/graph/topo.h rates one NVLink at 20 (SM80), 20.6 (SM90), 40.1 (SM100) GB/s."""
+    cat = load_catalog()
+    for key, links, per_link in (
+        ("nvlink3", 12, 20.0),
+        ("nvlink4", 18, 20.6),
+        ("nvlink5", 18, 40.1),
+    ):
+        fab = cat.fabric(key)
+        assert fab.bandwidth_GBps * fab.efficiency == pytest.approx(links * per_link, rel=2e-3)
+        assert fab.gpu_arch in {"ampere", "hopper", "blackwell"}
+    assert cat.fabric("ib-ndr").host_interface_GBps == 48  # PCIe Gen5 x16 as NCCL rates it
+    assert cat.fabric("vpc-100g").socket_streams == 16  # NCCL on AWS ENA: 2 threads x 8
+
+
+def test_wan_matrix_is_valid_catalog_data() -> None:
+    from bandwall.model.topology import wan_pairs, wan_sites
+
+    sites = wan_sites()
+    pairs = wan_pairs()
+    assert {frozenset((a, b)) for a in sites for b in sites if a < b} == set(pairs)
+    for spec in pairs.values():
+        assert spec.a in sites and spec.b in sites
+        assert len(spec.source) > 20 and spec.as_of.year >= 2017
+
+
+def test_in_network_default_needs_the_hardware(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fabrics.toml").write_text(
+        """
+[[fabric]]
+key = "eth-sharp"
+name = "Ethernet claiming SHARP"
+tier = "scale_out"
+transport = "roce"
+bandwidth_Gbps = 400
+latency_us = 2
+jitter_mean_us = 0
+jitter_std_us = 0
+efficiency = 0.9
+rdma = true
+in_network_reduction = false
+in_network_default = true
+source = "unit test"
+as_of = 2026-12-01
+"""
+    )
+    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
+    load_catalog.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match="in_network_default needs"):
+            load_catalog()
+    finally:
+        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
+        load_catalog.cache_clear()

@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-JSON_KEYS = {"op", "ranks", "size_bytes", "algo", "time_s", "algbw_GBps", "busbw_GBps"}
+JSON_KEYS = {
+    "op",
+    "ranks",
+    "size_bytes",
+    "algo",
+    "protocol",
+    "time_s",
+    "algbw_GBps",
+    "busbw_GBps",
+}
 
 
 def test_json_rows_have_exactly_the_documented_keys(run_cli) -> None:  # type: ignore[no-untyped-def]
@@ -68,6 +77,53 @@ def test_forced_algorithm_and_table_output(run_cli) -> None:  # type: ignore[no-
     assert auto["time_s"] <= ring["time_s"]
 
 
+def _choices(run_cli, *args: str) -> list[tuple[int, int, str, str]]:  # type: ignore[no-untyped-def]
+    r = run_cli("collective", "--op", "all_reduce", *args, "--json")
+    assert r.code == 0, r.err
+    return [(x["ranks"], x["size_bytes"], x["algo"], x["protocol"]) for x in json.loads(r.out)]
+
+
+def test_nccl_algorithm_and_protocol_per_size_on_one_node(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """NCCL 2.30.7's tuner on HGX H100: 8 B is ring/LL (15 µs) — not NVLS (25 µs), and never
+    NVLS on 4 GPUs at 8 B; 1 MiB-1 GiB on 8 GPUs is NVLS (476 GB/s bus vs ring's 360)."""
+    assert _choices(run_cli, "--ranks", "4", "--fabric", "nvlink4", "--sizes", "8") == [
+        (4, 8, "ring", "LL")
+    ]
+    rows = _choices(run_cli, "--ranks", "8", "--fabric", "nvlink4", "--sizes", "8,1M,1G")
+    assert rows == [
+        (8, 8, "ring", "LL"),
+        (8, 1 << 20, "nvls", "Simple"),
+        (8, 1 << 30, "nvls", "Simple"),
+    ]
+    off = _choices(
+        run_cli, "--ranks", "8", "--fabric", "nvlink3", "--gpu", "A100-SXM-80GB", "--sizes", "1G"
+    )
+    assert off == [(8, 1 << 30, "ring", "Simple")]  # no NVSwitch multicast on A100
+    table = run_cli("collective", "--ranks", "8", "--fabric", "nvlink4", "--sizes", "8")
+    assert table.code == 0 and "ring" in table.out
+
+
+def test_nccl_choices_across_nodes(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """8 ranks as 2 nodes × 4 GPUs on NDR: tree/LL for 8 B (2 network steps instead of the
+    ring's 2 plus 12 intra-node ones); at 1 GiB tree/Simple — 4 rails search 4 channels × 48,
+    duplicated to 8 × 24, so tree algBw = 0.5 × min(0.92 × 370.8, 8 × 41.4) = 165.6 GB/s
+    beats NVLS-tree (4 heads × 57.7 × 8/14 = 131.9) and ring (188 × 8/14 = 107.4); 16 ranks
+    (2 × 8): NVLS-tree. As 8 nodes × 1 GPU: no NVLS, ring/Simple at 1 GiB. SHARP (CollNet)
+    only when asked for."""
+    two = _choices(
+        run_cli, "--ranks", "8", "--gpus-per-node", "4", "--fabric", "ib-ndr", "--sizes", "8,1G"
+    )
+    assert two == [(8, 8, "tree", "LL"), (8, 1 << 30, "tree", "Simple")]
+    sixteen = _choices(run_cli, "--ranks", "16", "--fabric", "ib-ndr", "--sizes", "1G")
+    assert sixteen == [(16, 1 << 30, "nvls_tree", "Simple")]
+    eight = _choices(
+        run_cli, "--ranks", "8", "--gpus-per-node", "1", "--fabric", "ib-ndr", "--sizes", "8,1G"
+    )
+    assert eight[0][2:] in {("ring", "LL"), ("tree", "LL")}
+    assert eight[1][2:] == ("ring", "Simple")
+    assert all(algo not in {"collnet_direct", "collnet_chain"} for *_, algo, _ in two + eight)
+
+
 def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[no-untyped-def]
     rows = json.loads(
         run_cli(
@@ -120,8 +176,10 @@ def test_catalog_lists_sources(run_cli) -> None:  # type: ignore[no-untyped-def]
     assert all(f["source"] and f["as_of"] for f in fabrics)
     ndr = next(f for f in fabrics if f["key"] == "ib-ndr")
     assert ndr["bandwidth_Gbps"] == 400 and ndr["bandwidth_GBps"] == 50
+    gpus = json.loads(run_cli("catalog", "gpus", "--json").out)
+    assert "H100-SXM" in {g["name"] for g in gpus} and all(g["as_of"] for g in gpus)
     table = run_cli("catalog", "gpus")
-    assert table.code == 0 and "H100-SXM" in table.out and "as of" in table.out
+    assert table.code == 0 and "H100-" in table.out  # the table may fold long names
     both = json.loads(run_cli("catalog", "--json").out)
     assert set(both) == {"gpus", "fabrics", "providers", "failures"}
     bad = run_cli("catalog", "switches")

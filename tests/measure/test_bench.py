@@ -1,5 +1,7 @@
 """Real torch.distributed gloo jobs with 2 local ranks: the benchmark, its checks and its
-failure handling, the store, the probe and the monitor."""
+failure handling (a killed or frozen rank is named, fast, in one line), its nccl-tests text
+output (streamed, and read back by the importer), `bench train` in the store, the probe and
+the monitor."""
 
 from __future__ import annotations
 
@@ -98,35 +100,42 @@ def test_correctness_check_catches_corruption(tmp_path: Path) -> None:
 
 
 def _signal_rank_mid_run(
-    args: list[str], db: Path, sig: signal.Signals, min_results: int
-) -> tuple[int, str]:
-    """Start a 2-rank bench, wait until it stored `min_results` sizes, send `sig` to rank 1
-    (its PID is in the run's host record), and return the exit code and stderr."""
+    args: list[str], db: Path, sig: signal.Signals, min_results: int, rank: int = 1
+) -> tuple[int, str, str, float]:
+    """Start a 2-rank bench, wait until it stored `min_results` sizes, send `sig` to `rank`
+    (its PID is in the run's host record), and return the exit code, stderr, stdout and the
+    seconds from the signal to the end of the command."""
     proc = subprocess.Popen(
         [*BANDWALL, "bench", "collectives", "--local", "2", *args, "--db", str(db)],
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     try:
-        os.kill(_wait_for_rank_pid(db, 1, min_results), sig)
-        _, err = proc.communicate(timeout=180)
+        os.kill(_wait_for_rank_pid(db, rank, min_results), sig)
+        sent = time.monotonic()
+        out, err = proc.communicate(timeout=180)
+        took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    return proc.returncode, err
+    return proc.returncode, err, out, took
 
 
 def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
     db = tmp_path / "k.db"
-    code, err = _signal_rank_mid_run(
+    code, err, out, _ = _signal_rank_mid_run(
         ["--sizes", "1K:256M", "--iters", "20"], db, signal.SIGKILL, min_results=3
     )
     assert code == 2, err
     last = err.strip().splitlines()[-1]
     assert "rank 1 killed by SIGKILL" in last and "kept in run 1" in last
+    assert err.strip() == last and "Traceback" not in err  # one line, no framework dump
+    # rows streamed as sizes finished: the ones done before the kill are already printed
+    rows = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(rows) >= 1 and "# Avg bus bandwidth" not in out
     with Store(db) as store:
         assert store.integrity_ok()
         run_ = store.run(1)
@@ -137,12 +146,17 @@ def test_kill_minus_nine_keeps_database_and_says_so(tmp_path: Path) -> None:
 def test_hung_rank_times_out_with_a_clear_message(tmp_path: Path) -> None:
     """SIGSTOP freezes rank 1: rank 0's collective passes --timeout and the run says where."""
     db = tmp_path / "t.db"
-    code, err = _signal_rank_mid_run(
+    code, err, _, took = _signal_rank_mid_run(
         ["--sizes", "1M:64M", "--iters", "50", "--timeout", "4"], db, signal.SIGSTOP, min_results=2
     )
     assert code == 2
     last = err.strip().splitlines()[-1]
     assert "Timed out" in last and "all_reduce at" in last and "kept in run 1" in last
+    # issue 14 item 7: the frozen rank is named (not the rank that waited for it), the run
+    # ends soon after --timeout (was 46.8 s), in one line without torch's tracebacks
+    assert "rank 1 hung during all_reduce at" in last, last
+    assert took < 4 + 12, took
+    assert err.strip() == last and "Traceback" not in err
     with Store(db) as store:
         assert store.run(1).status == "failed" and len(store.results(1)) >= 2
 
@@ -325,3 +339,107 @@ def test_monitor_prometheus_endpoint_on_loopback() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_frozen_rank_zero_is_blamed_not_the_rank_that_waited(tmp_path: Path) -> None:
+    db = tmp_path / "z.db"
+    code, err, _, took = _signal_rank_mid_run(
+        ["--sizes", "1M:64M", "--iters", "50", "--timeout", "3"],
+        db,
+        signal.SIGSTOP,
+        min_results=2,
+        rank=0,
+    )
+    assert code == 2
+    line = err.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert line.startswith("error: benchmark stopped: rank 0 hung during all_reduce at"), line
+    assert "rank 1 Timed out after 3 s" in line and "kept in run 1" in line
+    assert took < 3 + 12, took
+    with Store(db) as store:
+        assert store.run(1).status == "failed" and len(store.results(1)) >= 2
+
+
+def test_streamed_text_is_nccl_tests_format_and_imports_back(tmp_path: Path) -> None:
+    """bench's text output parses with the nccl-tests importer into the stored numbers."""
+    from bandwall.measure.bench.nccl_format import HEADER
+    from bandwall.measure.importers.nccl_tests import import_log, parse_log
+
+    db = tmp_path / "rt.db"
+    r = run(
+        "bench",
+        "collectives",
+        "--local",
+        "2",
+        "--ops",
+        "all_reduce,all_gather,broadcast",
+        "--sizes",
+        "4K:256K:x8",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--db",
+        str(db),
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(HEADER) == 3
+    blocks = parse_log(r.stdout)
+    assert [b.binary for b in blocks] == ["all_reduce", "all_gather", "broadcast"]
+    with Store(db) as store:
+        stored = {(x["op"], x["size_bytes"], x["inplace"]): x for x in store.results(1)}
+    assert len(stored) == 3 * 3 * 2  # ops x sizes x (out-of-place, in-place)
+    for block in blocks:
+        assert len(block.ranks) == 2 and block.out_of_bounds == 0
+        sides = []
+        for row in block.rows:
+            for inplace, side in ((0, row.out_of_place), (1, row.in_place)):
+                assert side is not None
+                want = stored[(block.binary, row.size_bytes, inplace)]
+                t_us = want["time_median_s"] * 1e6
+                tol = (
+                    0.006 if t_us < 100 else 0.06 if t_us < 10000 else 0.6
+                )  # %7.2f / %7.1f / %7.0f
+                assert side.time_us == pytest.approx(t_us, abs=tol)
+                assert side.algbw_GBps == pytest.approx(want["algbw_GBps"], abs=0.005)
+                assert side.busbw_GBps == pytest.approx(want["busbw_GBps"], abs=0.005)
+                assert side.wrong == want["wrong"] == 0
+                sides.append(want["busbw_GBps"])
+        assert block.avg_busbw_GBps == pytest.approx(sum(sides) / len(sides), rel=1e-5)
+    again = import_log(r.stdout, source="stdout", db=str(tmp_path / "again.db"))
+    assert [(x["op"], x["ranks"], x["rows"]) for x in again] == [
+        ("all_reduce", 2, 6),
+        ("all_gather", 2, 6),
+        ("broadcast", 2, 6),
+    ]
+
+
+def test_bench_train_lands_in_results_list_show_export(tmp_path: Path, run_cli) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "tr.db"
+    r = run(
+        "bench",
+        "train",
+        "--local",
+        "2",
+        "--model",
+        "mlp",
+        "--warmup",
+        "1",
+        "--iters",
+        "2",
+        "--db",
+        str(db),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    rid = json.loads(r.stdout)["run_id"]
+    listed = json.loads(run_cli("results", "list", "--db", str(db), "--json").out)
+    assert [(x["id"], x["kind"], x["rows"]) for x in listed] == [(rid, "train", 1)]
+    shown = json.loads(run_cli("results", "show", str(rid), "--db", str(db), "--json").out)
+    assert shown["train"][0]["model"] == "mlp" and shown["train"][0]["world_size"] == 2
+    table = run_cli("results", "show", str(rid), "--db", str(db)).out
+    assert "exposed ms" in table and "mlp" in table
+    csv_out = run_cli("results", "export", str(rid), "--db", str(db), "--format", "csv").out
+    assert csv_out.splitlines()[0].startswith("model,params,grad_bytes")
+    with Store(db) as store:
+        assert store.train(rid) == shown["train"]

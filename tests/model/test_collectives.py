@@ -3,18 +3,26 @@
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bandwall.errors import ConfigError
 from bandwall.model.collectives import (
     ALGORITHMS,
+    GLOO_ALGORITHMS,
     Algo,
     Op,
     busbw_factor,
     collective_time_s,
     expected_max_jitter_s,
+    harmonic,
+    select,
 )
 from bandwall.model.collectives import evaluate_collective as evaluate
 from bandwall.model.topology import Link, Topology, build_topology
@@ -26,14 +34,19 @@ A = 5e-6  # 5 µs
 S = float(GiB)
 
 
-def node(n: int = 8, **kw: float) -> Topology:
-    """One node of n GPUs on an ideal 50 GB/s, 5 µs link."""
+def gloo_node(n: int = 8, **kw: float) -> Topology:
+    """n ranks on an ideal 50 GB/s, 5 µs link, priced as PyTorch's Gloo runs them."""
     link = Link("test-up", bandwidth_Bps=B, latency_s=A, **kw)  # type: ignore[arg-type]
-    return Topology(gpus_per_node=n, scale_up=link, scale_out=None)
+    return Topology(gpus_per_node=n, scale_up=link, scale_out=None, backend="gloo")
 
 
 def two_level(
-    g: int, nodes_out_bw: float, alpha_out: float, nics: int | None = None, oversub: float = 1.0
+    g: int,
+    nodes_out_bw: float,
+    alpha_out: float,
+    nics: int | None = None,
+    oversub: float = 1.0,
+    backend: str = "gloo",
 ) -> Topology:
     up = Link("up", bandwidth_Bps=B, latency_s=1e-6)
     out = Link("out", bandwidth_Bps=nodes_out_bw, latency_s=alpha_out)
@@ -43,34 +56,28 @@ def two_level(
         scale_out=out,
         nics_per_node=nics or g,
         oversubscription=oversub,
+        backend=backend,
     )
 
 
-# --- hand-computed cases --------------------------------------------------------------------
+# --- hand-computed α-β schedules (Gloo and the multi-site options) ------------------------------
 
 
 def test_ring_all_reduce_issue_example() -> None:
     # 1 GiB on 8 ranks at 50 GB/s and 5 µs: 2·7·5 µs + 2·(7/8)·1 GiB / 50 GB/s
     expected = 2 * 7 * A + 2 * (7 / 8) * S / B
-    got = collective_time_s(Op.ALL_REDUCE, Algo.RING, S, 8, node())
-    assert float(got) == pytest.approx(expected, rel=1e-12)
-
-
-def test_tree_all_reduce() -> None:
-    expected = 2 * math.log2(8) * A + 2 * S / B
-    assert float(collective_time_s(Op.ALL_REDUCE, Algo.TREE, S, 8, node())) == pytest.approx(
-        expected
-    )
+    got = collective_time_s(Op.ALL_REDUCE, Algo.RING, S, 8, gloo_node())
+    assert float(got) == pytest.approx(expected, rel=1e-9)
 
 
 def test_halving_doubling_power_of_two_and_not() -> None:
     pow2 = 2 * 3 * A + 2 * (7 / 8) * S / B
-    assert float(collective_time_s(Op.ALL_REDUCE, Algo.HALVING_DOUBLING, S, 8, node())) == (
+    assert float(collective_time_s(Op.ALL_REDUCE, Algo.HALVING_DOUBLING, S, 8, gloo_node())) == (
         pytest.approx(pow2)
     )
     # 6 ranks: ceil(log2 6) = 3 rounds each way, plus the pre/post exchange of the whole buffer
     six = 2 * 3 * A + 2 * (5 / 6) * S / B + 2 * A + 2 * S / B
-    assert float(collective_time_s(Op.ALL_REDUCE, Algo.HALVING_DOUBLING, S, 6, node())) == (
+    assert float(collective_time_s(Op.ALL_REDUCE, Algo.HALVING_DOUBLING, S, 6, gloo_node())) == (
         pytest.approx(six)
     )
 
@@ -89,31 +96,31 @@ def test_hierarchical_two_nodes_by_hand() -> None:
     assert float(collective_time_s(Op.ALL_REDUCE, Algo.RING, S, 8, topo)) == pytest.approx(ring)
 
 
-def test_in_network_reduction_single_switch() -> None:
-    link = Link("nvls", bandwidth_Bps=B, latency_s=A, in_network=True, in_network_efficiency=0.6)
-    topo = Topology(gpus_per_node=8, scale_up=link, scale_out=None)
-    expected = 2 * A + S / (0.6 * B)
-    assert float(collective_time_s(Op.ALL_REDUCE, Algo.IN_NETWORK, S, 8, topo)) == (
-        pytest.approx(expected)
-    )
-    with pytest.raises(ConfigError, match="in_network needs a fabric"):
-        collective_time_s(Op.ALL_REDUCE, Algo.IN_NETWORK, S, 8, node())
-
-
 @pytest.mark.parametrize(
     ("op", "algo", "expected"),
     [
         (Op.ALL_GATHER, Algo.RING, 7 * A + (7 / 8) * S / B),
-        (Op.REDUCE_SCATTER, Algo.RING, 7 * A + (7 / 8) * S / B),
+        # ProcessGroupGloo::_reduce_scatter_base runs a full all_reduce
+        (Op.REDUCE_SCATTER, Algo.RING, 14 * A + 2 * (7 / 8) * S / B),
         (Op.ALL_GATHER, Algo.HIERARCHICAL, 7 * A + (7 / 8) * S / B),
         (Op.BROADCAST, Algo.RING, 7 * A + S / B),
-        (Op.REDUCE, Algo.TREE, 3 * A + S / B),
-        (Op.ALL_TO_ALL, Algo.DIRECT, 7 * A + (7 / 8) * S / B),
+        # gloo/broadcast.cc: binomial tree, whole buffer in each of log2(8) rounds
+        (Op.BROADCAST, Algo.TREE, 3 * A + 3 * S / B),
+        # gloo/reduce.cc: ring reduce-scatter, then the root gathers: 8 steps, 2·7/8 of S
+        (Op.REDUCE, Algo.RING, 8 * A + 2 * (7 / 8) * S / B),
+        # gloo/alltoall.cc posts every send and receive at once
+        (Op.ALL_TO_ALL, Algo.DIRECT, A + (7 / 8) * S / B),
         (Op.SEND_RECV, Algo.DIRECT, A + S / B),
     ],
 )
-def test_other_ops_single_node(op: Op, algo: Algo, expected: float) -> None:
-    assert float(collective_time_s(op, algo, S, 8, node())) == pytest.approx(expected)
+def test_gloo_ops_single_node(op: Op, algo: Algo, expected: float) -> None:
+    assert float(collective_time_s(op, algo, S, 8, gloo_node())) == pytest.approx(expected)
+
+
+def test_nccl_point_to_point_all_to_all_steps_through_peers() -> None:
+    node = replace(gloo_node(), backend="nccl")
+    got = float(collective_time_s(Op.ALL_TO_ALL, Algo.AUTO, S, 8, node))
+    assert got == pytest.approx(7 * A + (7 / 8) * S / B)
 
 
 def test_busbw_factors_are_nccl_tests_definitions() -> None:
@@ -123,10 +130,22 @@ def test_busbw_factors_are_nccl_tests_definitions() -> None:
         assert float(busbw_factor(op, n)) == pytest.approx(7 / 8)
     for op in (Op.BROADCAST, Op.REDUCE, Op.SEND_RECV):
         assert float(busbw_factor(op, n)) == 1.0
-    res = evaluate(Op.ALL_REDUCE, S, 8, node(), Algo.RING)
+    res = evaluate(Op.ALL_REDUCE, S, 8, gloo_node(), Algo.RING)
     t = 2 * 7 * A + 2 * (7 / 8) * S / B
     assert float(res.algbw_GBps[()]) == pytest.approx(S / t / 1e9)
     assert float(res.busbw_GBps[()]) == pytest.approx(S / t / 1e9 * 1.75)
+    (row,) = res.records()
+    assert set(row) == {
+        "op",
+        "ranks",
+        "size_bytes",
+        "algo",
+        "protocol",
+        "time_s",
+        "algbw_GBps",
+        "busbw_GBps",
+    }
+    assert row["algo"] == "ring" and row["protocol"] == "-"
 
 
 def test_jitter_is_expected_max_over_ranks() -> None:
@@ -142,29 +161,26 @@ def test_jitter_is_expected_max_over_ranks() -> None:
     )
 
 
-def test_mathis_limits_lossy_tcp_links() -> None:
-    wan = Link(
-        "wan", bandwidth_Bps=10e9 / 8, latency_s=10e-3, tcp=True, loss_rate=1e-4, mss_bytes=1460
-    )
-    mathis = 1460 * math.sqrt(1.5) / (0.020 * math.sqrt(1e-4))  # ≈ 8.9 MB/s
-    assert wan.effective_Bps(1) == pytest.approx(mathis)
-    assert wan.effective_Bps(4) == pytest.approx(4 * mathis)
-    lossless = Link("dc", bandwidth_Bps=10e9 / 8, latency_s=10e-3, tcp=True)
-    assert lossless.effective_Bps() == pytest.approx(10e9 / 8)
+def test_nccl_latency_carries_network_jitter_per_step() -> None:
+    """Ring/LL on one GPU per node: 2 network steps, each adding μ, and σ·√2·(H_n − 1)."""
+    base = build_topology(gpus_per_node=1, scale_out="ib-ndr")
+    assert base.scale_out is not None
+    link = base.scale_out
+    calm = replace(base, scale_out=replace(link, jitter_mean_s=0.0, jitter_std_s=0.0))
+    noisy = replace(base, scale_out=replace(link, jitter_mean_s=20e-6, jitter_std_s=30e-6))
+    quiet_t = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 8.0, 2, calm))
+    noisy_t = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 8.0, 2, noisy))
+    expected = 2 * 20e-6 + 30e-6 * math.sqrt(2) * (float(harmonic(2)) - 1)
+    assert noisy_t - quiet_t == pytest.approx(expected, rel=1e-6)
 
 
 def test_oversubscription_slows_bandwidth_bound_cross_node_ring() -> None:
-    full = two_level(8, 50e9, 3e-6)
-    half = two_level(8, 50e9, 3e-6, oversub=2.0)
-    t_full = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 4 * S, 64, full))
-    t_half = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 4 * S, 64, half))
-    # node NICs 8×50 = 400 GB/s > 50 GB/s NVLink here, so use a slow NIC to make it bind
-    slow = two_level(8, 2e9, 3e-6)
-    slow2 = two_level(8, 2e9, 3e-6, oversub=2.0)
-    t_slow = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 4 * S, 64, slow))
-    t_slow2 = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 4 * S, 64, slow2))
-    assert t_full == pytest.approx(t_half)  # NVLink-bound either way
-    assert t_slow2 / t_slow == pytest.approx(2.0, rel=1e-3)
+    """8 nodes of 8 H100 on RoCE 400: the ring is NIC-bound, so 2:1 oversubscription halves it."""
+    topo = build_topology(gpus_per_node=8, scale_out="roce-400")
+    half = replace(topo, oversubscription=2.0)
+    t1 = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 16 * S, 64, topo))
+    t2 = float(collective_time_s(Op.ALL_REDUCE, Algo.RING, 16 * S, 64, half))
+    assert t2 / t1 == pytest.approx(2.0, rel=0.02)
 
 
 # --- properties -----------------------------------------------------------------------------
@@ -175,52 +191,61 @@ SIZES = np.logspace(0, 34, 69, base=2)  # 1 B .. 16 GiB
 def _topologies() -> list[Topology]:
     return [
         build_topology(gpus_per_node=8, scale_out="ib-ndr"),
+        build_topology(gpus_per_node=8, scale_out="ib-ndr", in_network=True),
         build_topology(gpus_per_node=8, scale_out="roce-400", oversubscription=2.0),
         build_topology(gpus_per_node=8, scale_out="eth-25g-tcp"),
+        build_topology(gpus_per_node=8, scale_out="efa-p5", gpu="A100-SXM-80GB"),
         build_topology(
             gpus_per_node=8, scale_out="marketplace-12g", wan="internet-10g", nodes_per_site=2
         ),
         build_topology(gpus_per_node=1, scale_out="internet-1g"),
+        build_topology(gpus_per_node=4, scale_out="vpc-100g", backend="gloo"),
     ]
+
+
+def _algos(topo: Topology, op: Op) -> tuple[Algo, ...]:
+    return GLOO_ALGORITHMS[op] if topo.backend == "gloo" else ALGORITHMS[op]
 
 
 @pytest.mark.parametrize("topo", _topologies())
 @pytest.mark.parametrize("ranks", [2, 8, 16, 96, 1024])
 def test_time_monotone_in_size_for_every_op_and_algo(topo: Topology, ranks: int) -> None:
-    for op, algos in ALGORITHMS.items():
-        for algo in (*algos, Algo.AUTO):
-            if algo is Algo.IN_NETWORK and not any(
-                link is not None and link.in_network for link in (topo.scale_up, topo.scale_out)
-            ):
+    for op in Op:
+        for algo in (*_algos(topo, op), Algo.AUTO):
+            try:
+                t = collective_time_s(op, algo, SIZES, ranks, topo)
+            except ConfigError as exc:  # not eligible anywhere on this topology
+                assert algo is not Algo.AUTO, exc
                 continue
-            t = collective_time_s(op, algo, SIZES, ranks, topo)
             finite = t[np.isfinite(t)]
             assert np.all(np.diff(finite) >= 0), (op, algo)
             assert np.all(t > 0)
 
 
 @pytest.mark.parametrize("topo", _topologies())
-def test_busbw_never_above_bottleneck_for_flat_algorithms(topo: Topology) -> None:
-    """Ring, tree, halving-doubling and direct all push every byte through the slowest link."""
+def test_busbw_never_above_bottleneck_for_rings_and_direct(topo: Topology) -> None:
+    """Rings and direct exchanges push every byte through the slowest link per rank."""
     ranks = np.array([2, 4, 8, 16, 64, 512, 4096], dtype=float)
     size, n = np.meshgrid(SIZES, ranks)
     G = topo.gpus_per_node
     sites_from = G * (topo.nodes_per_site or 10**9)
     bound = np.full(n.shape, np.inf)
     if topo.scale_up is not None:
-        bound = np.minimum(bound, topo.scale_up.effective_Bps(topo.tcp_streams))
+        # across nodes a GPU's NVLink carries the (G-1)/G of ring channels not on its own NIC
+        up = topo.link_Bps(topo.scale_up)
+        bound = np.minimum(bound, np.where(n > G, up * G / max(G - 1, 1), up))
     if topo.scale_out is not None:
-        nic = topo.scale_out.effective_Bps(topo.tcp_streams) / topo.oversubscription
+        nic = topo.scale_out.bandwidth_Bps * topo.scale_out.efficiency / topo.oversubscription
         bound = np.where(n > G, np.minimum(bound, min(topo.nics_per_node, G) * nic), bound)
     if topo.wan is not None:
-        bound = np.where(n > sites_from, np.minimum(bound, topo.wan.effective_Bps(1)), bound)
-    for op, algos in ALGORITHMS.items():
-        for algo in algos:
-            if algo in (Algo.HIERARCHICAL, Algo.IN_NETWORK):
+        wan = topo.wan.bandwidth_Bps * topo.wan.efficiency
+        bound = np.where(n > sites_from, np.minimum(bound, wan), bound)
+    for op in Op:
+        for algo in (Algo.RING, Algo.DIRECT):
+            if algo not in _algos(topo, op):
                 continue
             res = evaluate(op, size, n, topo, algo)
-            per_rank = bound / 1e9
-            assert np.all(res.busbw_GBps <= per_rank * (1 + 1e-9)), (op, algo)
+            assert np.all(res.busbw_GBps <= bound / 1e9 * (1 + 1e-9)), (op, algo)
 
 
 def test_hierarchical_never_slower_than_flat_ring_when_scale_up_is_faster() -> None:
@@ -258,60 +283,237 @@ def test_jitter_term_grows_with_ranks() -> None:
     assert float(with_j - without) == pytest.approx(float(expected_max_jitter_s(link, 64)))
 
 
-def test_auto_picks_the_fastest_and_switches_with_size() -> None:
+def test_auto_picks_the_fastest_algorithm_and_protocol() -> None:
     topo = build_topology(gpus_per_node=8, scale_out="roce-400")
     res = evaluate(Op.ALL_REDUCE, SIZES, 64, topo)
-    each = np.stack(
-        [
-            collective_time_s(Op.ALL_REDUCE, a, SIZES, 64, topo)
-            for a in ALGORITHMS[Op.ALL_REDUCE]
-            if a is not Algo.IN_NETWORK
-        ]
-        + [collective_time_s(Op.ALL_REDUCE, Algo.IN_NETWORK, SIZES, 64, topo)]
-    )
-    assert np.allclose(res.time_s, each.min(axis=0))
-    assert len(set(res.algo.tolist())) >= 2  # latency-bound and bandwidth-bound regimes differ
+    each = []
+    for algo in (Algo.RING, Algo.TREE, Algo.NVLS_TREE):
+        each.append(collective_time_s(Op.ALL_REDUCE, algo, SIZES, 64, topo))
+    assert np.allclose(res.time_s, np.min(each, axis=0))
+    assert res.protocol is not None
+    pairs = set(zip(res.algo.tolist(), res.protocol.tolist(), strict=True))
+    assert {("tree", "LL"), ("nvls_tree", "Simple")} <= pairs  # latency- and bandwidth-bound
+    # a forced algorithm still takes its best protocol, a forced protocol is kept
+    _, _, protos = select(Op.ALL_REDUCE, Algo.RING, SIZES, 64, topo)
+    assert set(protos.tolist()) >= {"LL", "Simple"}
 
 
 def test_errors_for_impossible_requests() -> None:
     with pytest.raises(ConfigError, match="not available for all_gather"):
-        collective_time_s(Op.ALL_GATHER, Algo.TREE, 1.0, 8, node())
+        collective_time_s(Op.ALL_GATHER, Algo.TREE, 1.0, 8, replace(gloo_node(), backend="nccl"))
     with pytest.raises(ConfigError, match="no scale_out fabric"):
-        collective_time_s(Op.ALL_REDUCE, Algo.RING, 1.0, 16, node())
+        collective_time_s(Op.ALL_REDUCE, Algo.RING, 1.0, 16, gloo_node())
     with pytest.raises(ConfigError, match="oversubscription"):
         two_level(8, 1e9, 1e-6, oversub=0.5)
-    assert float(collective_time_s(Op.ALL_REDUCE, Algo.RING, S, 1, node())) == 0.0
+    with pytest.raises(ConfigError, match="backend"):
+        replace(gloo_node(), backend="mpi")
+    with pytest.raises(ConfigError, match="congestion-control"):
+        replace(gloo_node(), congestion_control="vegas")
+    assert float(collective_time_s(Op.ALL_REDUCE, Algo.RING, S, 1, gloo_node())) == 0.0
+
+
+link_bw = st.floats(min_value=1e8, max_value=1e12)
+catalog_scale_out = st.sampled_from(
+    ["ib-ndr", "ib-hdr", "roce-400", "efa-p5", "spectrum-x-800", "eth-25g-tcp", "vpc-100g"]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fabric=catalog_scale_out,
+    gpn=st.sampled_from([1, 2, 4, 8]),
+    nodes=st.integers(1, 64),
+    size=st.floats(1.0, 2.0**34),
+    bw=link_bw,
+    factor=st.floats(1.0, 10.0),
+    op=st.sampled_from(list(Op)),
+    backend=st.sampled_from(["nccl", "gloo"]),
+)
+def test_more_bandwidth_never_slower_and_times_are_finite(
+    fabric: str,
+    gpn: int,
+    nodes: int,
+    size: float,
+    bw: float,
+    factor: float,
+    op: Op,
+    backend: str,
+) -> None:
+    topo = build_topology(gpus_per_node=gpn, scale_out=fabric, backend=backend)
+    assert topo.scale_out is not None
+    slow = replace(topo, scale_out=topo.scale_out.with_overrides(bandwidth_Bps=bw))
+    fast = replace(topo, scale_out=topo.scale_out.with_overrides(bandwidth_Bps=bw * factor))
+    n = gpn * nodes
+    t_slow = float(collective_time_s(op, Algo.AUTO, size, n, slow))
+    t_fast = float(collective_time_s(op, Algo.AUTO, size, n, fast))
+    if n == 1:
+        assert t_slow == t_fast == 0.0
+        return
+    assert math.isfinite(t_slow) and t_slow > 0
+    assert t_fast <= t_slow * (1 + 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    sizes=st.lists(st.floats(1.0, 2.0**36), min_size=1, max_size=30),
+    ranks=st.lists(st.integers(1, 5000), min_size=1, max_size=30),
+    op=st.sampled_from(list(Op)),
+    topo_i=st.integers(0, len(_topologies()) - 1),
+)
+def test_compressed_and_direct_evaluation_agree(
+    sizes: list[float], ranks: list[int], op: Op, topo_i: int
+) -> None:
+    """Pricing a big array (deduplicated internally) equals pricing each element alone."""
+    topo = _topologies()[topo_i]
+    size = np.resize(np.array(sizes), 6000)
+    n = np.resize(np.array(ranks, dtype=float), 6000)
+    t = collective_time_s(op, Algo.AUTO, size, n, topo)
+    for i in range(0, 6000, 997):
+        one = float(collective_time_s(op, Algo.AUTO, size[i], n[i], topo))
+        assert float(t[i]) == pytest.approx(one, rel=1e-12)
+    assert np.all(np.isfinite(t)) and np.all(t >= 0)
 
 
 # --- published measurements -----------------------------------------------------------------
 
-#: Rows whose figures set catalog constants (nvlink4 efficiencies, ib-ndr efficiency); the rest
-#: are held out. See docs/validation.md.
-FITTED_ROWS = {"h100-nvls-8", "h100-ring-8", "ib-ndr-per-nic"}
+#: Rows whose figures set a catalog constant; the rest are held out (docs/network.md):
+#: ib-ndr-per-nic sets the InfiniBand efficiency 0.94; efa-p5-2node's small-message latency
+#: sets efa-p5 latency_us (its busbw is held out). Every other constant is NCCL's own.
+FITTED_ROWS = {"ib-ndr-per-nic"}
+TOLERANCE = 0.15
+
+
+def _row_topology(row: dict[str, str]) -> tuple[Topology, int, float, Algo]:
+    fabric = row["fabric"].lower()
+    algo = {"nvls": Algo.NVLS, "ring": Algo.RING}.get(row["algo"], Algo.AUTO)
+    if "per nic" in fabric:  # 2 × 8 H100 with one NDR NIC per GPU, NCCL_ALGO=RING, 8 GiB
+        return build_topology(gpus_per_node=8, scale_out="ib-ndr"), 16, 8.0 * S, algo
+    gpus, nodes = int(row["gpus"]), int(row["nodes"])
+    size = float(row["size_bytes"])
+    if "efa" in fabric:
+        return build_topology(gpus_per_node=gpus // nodes, scale_out="efa-p5"), gpus, size, algo
+    gpu = "A100-SXM-80GB" if "nvlink3" in fabric else "H100-SXM"
+    return build_topology(gpus_per_node=gpus // nodes, scale_out=None, gpu=gpu), gpus, size, algo
 
 
 def test_model_against_published_nccl_tests_busbw() -> None:
     """shared/reference/collective_busbw.csv (nccl-tests issues 212/290, NVIDIA/nccl 527,
-    aws-samples): busbw within 10% on fitted rows and 20% on held-out rows."""
+    aws-samples/awsome-distributed-training): busbw within 15% on every row, and the
+    small-message latency where the row's note gives one."""
     rows = reference_rows("collective_busbw.csv")
-    checked = 0
+    checked = set()
     for row in rows:
-        if not row["gpus"]:
-            continue
-        gpus, nodes = int(row["gpus"]), int(row["nodes"])
-        per_node = gpus // nodes
-        fabric = row["fabric"].lower()
-        if "efa" in fabric:
-            topo = build_topology(gpus_per_node=per_node, scale_out="efa-p5")
-        elif "nvlink3" in fabric:
-            topo = build_topology(gpus_per_node=per_node, scale_out=None, gpu="A100-SXM-80GB")
-        else:
-            topo = build_topology(gpus_per_node=per_node, scale_out=None, gpu="H100-SXM")
-        algo = {"nvls": Algo.IN_NETWORK, "ring": Algo.RING}.get(row["algo"], Algo.AUTO)
-        res = evaluate(Op(row["op"]), float(row["size_bytes"]), gpus, topo, algo)
+        topo, ranks, size, algo = _row_topology(row)
+        res = evaluate(Op(row["op"]), size, ranks, topo, algo)
+        got = float(res.busbw_GBps[()])
+        if "per nic" in row["fabric"].lower():
+            got /= 8
         measured = float(row["busbw_GBps"])
-        err = abs(float(res.busbw_GBps[()]) - measured) / measured
-        tol = 0.10 if row["id"] in FITTED_ROWS else 0.20
-        assert err <= tol, (row["id"], float(res.busbw_GBps[()]), measured)
-        checked += 1
-    assert checked >= 3
+        assert abs(got / measured - 1) <= TOLERANCE, (row["id"], got, measured)
+        note = re.search(r"small-message latency ~(\d+)-(\d+) us", row.get("note") or "")
+        if note:
+            low, high = float(note.group(1)), float(note.group(2))
+            t_us = float(collective_time_s(Op(row["op"]), Algo.AUTO, 8.0, ranks, topo)) * 1e6
+            assert low * (1 - TOLERANCE) <= t_us <= high * (1 + TOLERANCE), (row["id"], t_us)
+        checked.add(row["id"])
+    assert {"h100-nvls-8", "h100-ring-8", "a100-nvlink3-8", "ib-ndr-per-nic"} <= checked
+    assert "efa-p5-2node" in checked
+
+
+@pytest.mark.parametrize(
+    ("case", "low_us", "high_us"),
+    [
+        # 8 B all_reduce, 8 GPUs on NVLink: 12.49 µs (H20, DeepEP issue 303) to 19.19 µs
+        # (8 × H100 via torch.distributed, Triton-distributed issue 57); notes §7
+        ("8xH100", 12.0, 19.0),
+        # 2 nodes × 8 H100 over InfiniBand: ~20-50 µs (notes §7 takeaway; NVIDIA/nccl 1244
+        # measured 47.5 µs with NVLSTree forced)
+        ("2x8-ib", 20.0, 50.0),
+        # 2 nodes × 1 A100 over HDR InfiniBand: 19.90 µs (nccl-tests issue 150), ±15 %
+        ("2x1-hdr", 19.90 * 0.85, 19.90 * 1.15),
+        # 2 × p4de.24xlarge (EFA v1, 4 × 100 Gb/s): 164.3 µs at 8 B (aws-samples/awsome-
+        # distributed-training micro-benchmarks/nccl-tests README); held out, ±25 %: the
+        # model adds aws-ofi-nccl's 75 µs per network step as NCCL does
+        ("2x8-p4de", 164.3 * 0.75, 164.3 * 1.25),
+    ],
+)
+def test_published_small_message_latencies(case: str, low_us: float, high_us: float) -> None:
+    topo, ranks = {
+        "8xH100": (build_topology(gpus_per_node=8, scale_out=None), 8),
+        "2x8-ib": (build_topology(gpus_per_node=8, scale_out="ib-ndr"), 16),
+        "2x1-hdr": (build_topology(gpus_per_node=1, scale_out="ib-hdr", gpu="A100-SXM-80GB"), 2),
+        "2x8-p4de": (
+            build_topology(
+                gpus_per_node=8, scale_out="efa-p4d", gpu="A100-SXM-80GB", nics_per_node=4
+            ),
+            16,
+        ),
+    }[case]
+    t_us = float(collective_time_s(Op.ALL_REDUCE, Algo.AUTO, 8.0, ranks, topo)) * 1e6
+    assert low_us <= t_us <= high_us, t_us
+
+
+# --- calibrated profiles: every fitted parameter is used ------------------------------------------
+
+
+def test_calibrated_profile_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows made by a known model (α, B, jitter, a per-op factor and a different small-message
+    regime) are fitted back, saved as a profile, and the model priced on that profile
+    reproduces them: nothing fitted is dropped on the way."""
+    from bandwall.catalog.loader import measured_fabric
+    from bandwall.measure.bench.store import Run
+    from bandwall.measure.calibrate.fit import P10_P90_SIGMAS, fit_run, save_profile
+
+    world, rate_Bps, eff = 4, 1e9 / 8, 0.95
+    alpha, sigma = 300e-6, 40e-6
+    small_alpha, small_eff = 1.0e-3, 1.6  # below the large-message model at the cut
+    cut = 1 << 20
+    truth = Link(
+        "truth",
+        bandwidth_Bps=rate_Bps,
+        latency_s=alpha,
+        jitter_mean_s=sigma,
+        jitter_std_s=sigma,
+        efficiency=eff,
+        small_message_bytes=cut,
+        small_latency_s=small_alpha,
+        small_efficiency=small_eff,
+        op_time_factors=(("all_gather", 1.25),),
+    )
+    topo = Topology(gpus_per_node=1, scale_up=None, scale_out=truth, backend="gloo")
+    steps = {"all_reduce": 6, "all_gather": 3}
+    rows = []
+    for op in ("all_reduce", "all_gather"):
+        for size in [4096 * 4**k for k in range(4)] + [cut * 2**k for k in range(5)]:
+            t = float(collective_time_s(Op(op), Algo.AUTO, size, world, topo))
+            half = P10_P90_SIGMAS * sigma * math.sqrt(steps[op]) / 2 + 1e-9 * size
+            rows.append(
+                {
+                    "op": op,
+                    "size_bytes": size,
+                    "wrong": 0,
+                    "time_median_s": t,
+                    "time_p10_s": t - half,
+                    "time_p90_s": t + half,
+                }
+            )
+    fit = fit_run(rows, world, cut)
+    assert fit["latency_s"] == pytest.approx(alpha, rel=0.05)
+    assert fit["bandwidth_Bps"] == pytest.approx(rate_Bps * eff, rel=0.02)
+    assert fit["jitter_std_s"] == pytest.approx(sigma, rel=0.05)
+    assert fit["op_time_factors"]["all_gather"] / fit["op_time_factors"]["all_reduce"] == (
+        pytest.approx(1.25, rel=0.02)
+    )
+    assert fit["small"]["latency_s"] == pytest.approx(small_alpha, rel=0.1)
+    monkeypatch.setenv("BANDWALL_PROFILE_DIR", str(tmp_path))
+    run = Run(1, "2026-12-01", "collectives", "ok", None, world, "gloo", {"hostname": "t"}, {}, {})
+    save_profile("roundtrip", fit, run, rate_Bps * 8 / 1e9)
+    spec = measured_fabric("measured:roundtrip")
+    assert spec.small_message_bytes == cut and spec.jitter_std_us > 0
+    assert spec.op_time_factors["all_gather"] > 1.1
+    fitted = Topology(
+        gpus_per_node=1, scale_up=None, scale_out=Link.from_fabric(spec), backend="gloo"
+    )
+    for row in rows:
+        got = float(collective_time_s(Op(row["op"]), Algo.AUTO, row["size_bytes"], world, fitted))
+        assert got == pytest.approx(row["time_median_s"], rel=0.05), row

@@ -404,3 +404,13 @@ def test_terms_are_vectorised() -> None:
     tp = np.array([1.0, 2.0, 4.0])
     out = compute.gemm_s(4096.0, 4096.0 / tp, 4096.0, RATES)
     assert out.shape == (3,) and np.all(np.diff(out) < 0)
+
+
+def test_the_one_fitted_constant_is_reproducible() -> None:
+    """TRAINING_GEMM_FACTOR is what compute_fit finds on two thirds of Korthikanti et al.'s
+    Table 5; the held-out third stays within the issue's targets (mean 3%, max 8%)."""
+    from bandwall.measure.calibrate.compute_fit import fit_gemm_factor
+
+    fit = fit_gemm_factor()
+    assert fit.factor == pytest.approx(compute.TRAINING_GEMM_FACTOR, abs=0.002)
+    assert fit.test_mean_abs_error <= 0.03 and fit.test_max_abs_error <= 0.08

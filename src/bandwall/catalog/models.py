@@ -72,6 +72,12 @@ class GpuSpec(_Entry):
     scale_up_fabric: str = Field(description="Key of the fabric joining GPUs inside a node.")
     scale_up_domain: int = Field(ge=1, description="GPUs per scale-up (NVLink) domain.")
     tdp_W: float = Field(gt=0)
+    compute_capability: float | None = Field(
+        default=None,
+        gt=0,
+        description="CUDA compute capability (9.0 = Hopper); selects NCCL's per-architecture "
+        "tuning constants. Unset: inferred from the scale-up fabric.",
+    )
 
     @model_validator(mode="after")
     def _has_bf16_and_fp32(self) -> GpuSpec:
@@ -122,12 +128,59 @@ class FabricSpec(_Entry):
     )
     switch: SwitchSpec | None = None
     notes: str = ""
+    in_network_default: bool | None = Field(
+        default=None,
+        description="Whether the software stack uses the in-network reduction by default "
+        "(NCCL enables NVLS automatically but CollNet/SHARP only with NCCL_COLLNET_ENABLE=1 and "
+        "the SHARP plugin). Unset: same as in_network_reduction.",
+    )
+    host_interface_GBps: float | None = Field(
+        default=None,
+        gt=0,
+        description="GPU-to-NIC host path as NCCL rates it (PCIe width x lane code / 80: "
+        "Gen4 x16 = 24, Gen5 x16 = 48 GB/s); caps a scale-out channel. Unset: no cap.",
+    )
+    gpu_arch: str | None = Field(
+        default=None,
+        description="GPU architecture a scale-up fabric implies (ampere, hopper, blackwell), "
+        "for NCCL's per-architecture constants when the GPU does not say.",
+    )
+    socket_streams: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="TCP sockets NCCL's socket transport opens per connection on this NIC by "
+        "default: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD auto-detection (AWS ENA 2x8, "
+        "Google gVNIC 4x1, otherwise 1).",
+    )
+    small_message_bytes: int | None = Field(
+        default=None,
+        ge=1,
+        description="Calibrated profiles: messages below this size use small_latency_us and "
+        "small_efficiency instead of latency_us and efficiency.",
+    )
+    small_latency_us: float | None = Field(default=None, ge=0)
+    small_efficiency: float | None = Field(default=None, gt=0)
+    op_time_factors: dict[str, float] = Field(
+        default_factory=dict,
+        description="Calibrated profiles: per-op multiplier on the bandwidth term (measured / "
+        "model), e.g. {all_gather = 1.1}.",
+    )
 
     @model_validator(mode="after")
     def _in_network_consistent(self) -> FabricSpec:
         if self.in_network_reduction and self.in_network_efficiency is None:
             raise ValueError("in_network_efficiency is required when in_network_reduction is true")
+        if self.in_network_default and not self.in_network_reduction:
+            raise ValueError("in_network_default needs in_network_reduction (the hardware)")
         return self
+
+    @property
+    def in_network_on_by_default(self) -> bool:
+        """In-network reduction is used unless the request says otherwise."""
+        if self.in_network_default is None:
+            return self.in_network_reduction
+        return self.in_network_default
 
     @property
     def bandwidth_GBps(self) -> float:
@@ -184,3 +237,34 @@ class FailureSpec(_Entry):
     node_per_hour: float = Field(ge=0)
     nic_per_hour: float = Field(ge=0)
     link_per_hour: float = Field(ge=0, description="Per GPU-side scale-out link or cable.")
+
+
+class WanSiteSpec(_Entry):
+    """A region wide-area links are priced between (catalog/data/wan.toml)."""
+
+    key: str
+    name: str
+
+
+class WanPairSpec(_Entry):
+    """Measured round-trip time and assumed loss between two sites.
+
+    `rtt_ms` is the typical (median) round trip, `rtt_p95_ms` a bad day; loss is per packet,
+    on a provider backbone (inter-region) and over public internet transit.
+    """
+
+    a: str
+    b: str
+    rtt_ms: float = Field(gt=0)
+    rtt_p95_ms: float = Field(gt=0)
+    loss_backbone: Fraction
+    loss_internet: Fraction
+    single_flow_Gbps: float | None = Field(
+        default=None, gt=0, description="A published single-TCP-flow rate on this path."
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> WanPairSpec:
+        if self.rtt_p95_ms < self.rtt_ms:
+            raise ValueError(f"rtt_p95_ms {self.rtt_p95_ms} below rtt_ms {self.rtt_ms}")
+        return self

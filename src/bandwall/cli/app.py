@@ -132,13 +132,35 @@ def collective(
     nodes_per_site: Annotated[
         int | None, typer.Option(help="Nodes per site (needs --wan).")
     ] = None,
-    tcp_streams: Annotated[int, typer.Option(help="TCP connections per peer on TCP links.")] = 1,
+    tcp_streams: Annotated[
+        int | None,
+        typer.Option(help="TCP connections per peer (default: what NCCL or Gloo opens)."),
+    ] = None,
     algo: Annotated[
         str,
         typer.Option(
-            help="auto, ring, tree, halving_doubling, hierarchical, in_network or direct."
+            help="auto, ring, tree, nvls, nvls_tree, collnet_direct, collnet_chain, pat, "
+            "halving_doubling, hierarchical, in_network or direct."
         ),
     ] = "auto",
+    protocol: Annotated[
+        str | None, typer.Option(help="NCCL protocol: LL, LL128 or Simple (default: fastest).")
+    ] = None,
+    in_network: Annotated[
+        bool | None,
+        typer.Option(
+            "--in-network/--no-in-network",
+            help="Reduce in the switch where the hardware can (default: the fabric's).",
+            show_default=False,
+        ),
+    ] = None,
+    backend: Annotated[str, typer.Option(help="nccl or gloo.")] = "nccl",
+    congestion_control: Annotated[
+        str, typer.Option(help="TCP congestion control on TCP links: cubic, bbr or reno.")
+    ] = "cubic",
+    tcp_window: Annotated[
+        str | None, typer.Option(help="Bytes in flight per TCP stream, e.g. 16M.")
+    ] = None,
     sizes: Annotated[
         str, typer.Option(help="START:END[:xF|:+STEP] or a list; K/M/G are powers of 1024.")
     ] = "1K:8G",
@@ -147,12 +169,20 @@ def collective(
     """Price one collective with the analytical model, as an nccl-tests-like table."""
     import numpy as np
 
-    from bandwall.model.collectives import Algo, evaluate_collective, parse_algo, parse_op
+    from bandwall.model.collectives import (
+        Algo,
+        evaluate_collective,
+        parse_algo,
+        parse_op,
+        parse_protocol,
+    )
     from bandwall.model.topology import collective_topology
     from bandwall.report.tables import collective_table
-    from bandwall.units import parse_size_range
+    from bandwall.units import parse_size, parse_size_range
 
     the_op, the_algo = parse_op(op), parse_algo(algo)
+    the_proto = parse_protocol(protocol) if protocol else None
+    window = float(parse_size(tcp_window, "tcp_window")) if tcp_window else None
     rank_counts = _check_ranks(ranks)
     size_array = parse_size_range(sizes)
     topo = collective_topology(
@@ -166,9 +196,15 @@ def collective(
         wan=wan,
         nodes_per_site=nodes_per_site,
         tcp_streams=tcp_streams,
+        in_network=in_network,
+        backend=backend,
+        congestion_control=congestion_control,
+        tcp_window_bytes=window,
     )
     size_grid, rank_grid = np.meshgrid(size_array, np.array(rank_counts, dtype=np.float64))
-    result = evaluate_collective(the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo)
+    result = evaluate_collective(
+        the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo, protocol=the_proto
+    )
     rows = result.records()
     if as_json:
         print_json(rows)
@@ -388,7 +424,7 @@ def calibrate(
 
     run, rows = load_run(results, db)
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
-    fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"))
+    fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"), backend=run.backend)
     path = save_profile(name, fit, run, nominal)
     fit["profile"] = str(path)
     fit["fabric"] = f"measured:{name}"
@@ -450,6 +486,7 @@ def presets_cmd(
 app.add_typer(measure.bench_app, name="bench")
 app.add_typer(measure.launch_app, name="launch")
 app.add_typer(measure.results_app, name="results")
+app.add_typer(measure.import_app, name="import")
 app.add_typer(measure.lab_app, name="lab")
 app.command("plot")(show.plot)
 app.command("report")(show.report)

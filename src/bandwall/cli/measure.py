@@ -1,4 +1,4 @@
-"""CLI for measurement: `bench`, `launch`, `results`, `probe`, `monitor`."""
+"""CLI for measurement: `bench`, `launch`, `results`, `import`, `probe`, `monitor`."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ launch_app = typer.Typer(
     help="Print Slurm or Kubernetes launchers that call torchrun.", no_args_is_help=True
 )
 results_app = typer.Typer(help="Stored bench runs.", no_args_is_help=True)
+import_app = typer.Typer(help="Read other tools' results into the store.", no_args_is_help=True)
 
 Db = Annotated[
     str | None,
@@ -38,6 +39,9 @@ Db = Annotated[
 Local = Annotated[int | None, typer.Option(help="Spawn N ranks on this machine.")]
 Backend = Annotated[str, typer.Option(help="auto (nccl on CUDA, else gloo), nccl or gloo.")]
 Timeout = Annotated[float, typer.Option(help="Seconds before a collective counts as hung.")]
+Debug = Annotated[
+    bool, typer.Option(help="Show every rank's traceback and torch's launcher logs on failure.")
+]
 
 
 def _ops(text: str) -> tuple[str, ...]:
@@ -77,8 +81,12 @@ def bench_collectives(
         str, typer.Option(help="float32, float64, bfloat16, float16, int32.")
     ] = "float32",
     inplace: Annotated[
-        bool, typer.Option(help="In-place buffers (as nccl-tests' in-place columns).")
-    ] = False,
+        bool | None,
+        typer.Option(
+            help="Only in-place (--inplace) or only out-of-place (--no-inplace) buffers; "
+            "default both, as nccl-tests' two column groups."
+        ),
+    ] = None,
     check: Annotated[bool, typer.Option(help="Verify results (#wrong).")] = True,
     backend: Backend = "auto",
     timeout: Timeout = 300.0,
@@ -86,11 +94,13 @@ def bench_collectives(
     db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
+    debug: Debug = False,
     inject_error: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
-    """nccl-tests-style collective benchmark: time percentiles, algbw, busbw, #wrong."""
+    """nccl-tests-style collective benchmark: rows stream in nccl-tests' own format (size,
+    count, type, redop, root, out-of-place and in-place time / algbw / busbw / #wrong, then
+    the `# Avg bus bandwidth` footer); --json / --csv add p10/p90/p99 per row."""
     from bandwall.measure.bench.runner import DTYPES, BenchConfig
-    from bandwall.report.bench_tables import collectives_table
 
     if dtype not in DTYPES:
         raise unknown_choice("dtype", dtype, DTYPES)
@@ -111,18 +121,16 @@ def bench_collectives(
         timeout_s=timeout,
         db=db,
         inject_error=inject_error,
-        progress=not (as_json or as_csv),
+        progress=as_json or as_csv,
+        stream=not (as_json or as_csv),
+        debug=debug,
         args={"command": "bench collectives", "argv": sys.argv[1:]},
     )
     out = _execute(cfg, local)
     if out is None:
         return
-    _emit(
-        out["rows"],
-        as_json,
-        as_csv,
-        lambda: collectives_table(out["rows"], f"bench collectives · run {out['run_id']}"),
-    )
+    if as_json or as_csv:  # the text form was streamed by rank 0 as each size finished
+        _emit(out["rows"], as_json, as_csv, lambda: None)
     wrong = sum(r["wrong"] for r in out["rows"])
     if wrong:
         err_console.print(f"error: {wrong} wrong element(s) in the correctness check")
@@ -138,6 +146,7 @@ def bench_links(
     local: Local = None,
     db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    debug: Debug = False,
 ) -> None:
     """Pairwise send/recv bandwidth and latency between every pair of ranks."""
     from bandwall.measure.bench.runner import BenchConfig
@@ -151,6 +160,7 @@ def bench_links(
         timeout_s=timeout,
         db=db,
         progress=not as_json,
+        debug=debug,
         args={"command": "bench links", "argv": sys.argv[1:]},
     )
     out = _execute(cfg, local)
@@ -198,6 +208,7 @@ def bench_train(
     local: Local = None,
     db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    debug: Debug = False,
 ) -> None:
     """Real DDP training steps: step time, compute (no_sync) and exposed communication."""
     from bandwall.measure.bench.launch import run_local, under_torchrun
@@ -214,6 +225,7 @@ def bench_train(
         timeout_s=timeout,
         db=db,
         progress=False,
+        debug=debug,
         args={"command": "bench train", "argv": sys.argv[1:]},
     )
     if under_torchrun():
@@ -271,11 +283,15 @@ def launch_slurm(
     command: Annotated[
         str, typer.Option(help="bandwall command each rank runs.")
     ] = "bench collectives --ops all --sizes 1K:1G",
+    image: Annotated[
+        str | None,
+        typer.Option(help="Run in this container (pyxis/enroot), e.g. the Dockerfile's image."),
+    ] = None,
 ) -> None:
     """Print an sbatch script: srun starts one torchrun per node."""
     from bandwall.measure.bench.launch import slurm_script
 
-    sys.stdout.write(slurm_script(nodes, gpus_per_node, command, partition, time_limit))
+    sys.stdout.write(slurm_script(nodes, gpus_per_node, command, partition, time_limit, image))
 
 
 @launch_app.command("k8s")
@@ -283,7 +299,8 @@ def launch_k8s(
     nodes: Annotated[int, typer.Option(min=1)] = 2,
     gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
     image: Annotated[
-        str, typer.Option(help="Container image with bandwall[bench].")
+        str,
+        typer.Option(help="Image built from bandwall's Dockerfile with EXTRAS=bench (CUDA base)."),
     ] = "bandwall:latest",
     name: Annotated[str, typer.Option()] = "bandwall-bench",
     command: Annotated[
@@ -330,13 +347,13 @@ def results_show(
 ) -> None:
     """One run with its host, versions, arguments and measurements."""
     from bandwall.measure.bench.store import Store
-    from bandwall.report.bench_tables import collectives_table, links_tables
+    from bandwall.report.bench_tables import collectives_table, links_tables, train_table
 
     with Store(db) as store:
         run = store.run(run_id)
-        rows, links = store.results(run_id), store.links(run_id)
+        rows, links, train = store.results(run_id), store.links(run_id), store.train(run_id)
     if as_json:
-        print_json({"run": run.__dict__, "results": rows, "links": links})
+        print_json({"run": run.__dict__, "results": rows, "links": links, "train": train})
         return
     console.print(
         f"run {run.id} · {run.kind} · {run.status} · {run.world_size} ranks · "
@@ -350,6 +367,8 @@ def results_show(
     if links:
         for t in links_tables(links, run.world_size):
             console.print(t)
+    if train:
+        console.print(train_table(train, f"run {run.id}"))
 
 
 @results_app.command("export")
@@ -365,13 +384,55 @@ def results_export(
         raise unknown_choice("format", fmt, ("json", "csv"))
     with Store(db) as store:
         run = store.run(run_id)
-        rows = store.results(run_id) or store.links(run_id)
+        rows = store.results(run_id) or store.links(run_id) or store.train(run_id)
     if fmt == "json":
         print_json({"run": run.__dict__, "rows": rows})
     else:
         buf = io.StringIO()
         _write_csv(rows, buf)
         sys.stdout.write(buf.getvalue())
+
+
+@import_app.callback()
+def _import_group() -> None:
+    """Read other tools' results into the store (a group, so `import nccl-tests` is a name)."""
+
+
+@import_app.command("nccl-tests")
+def import_nccl_tests(
+    log: Annotated[str, typer.Argument(help="nccl-tests output (stdout of *_perf), '-' = stdin.")],
+    op: Annotated[
+        str | None,
+        typer.Option(help="Collective, when the log does not say (e.g. all_gather)."),
+    ] = None,
+    ranks: Annotated[
+        int | None, typer.Option(min=1, help="Ranks, when the log has no '# Using devices'.")
+    ] = None,
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the runs created.")] = False,
+) -> None:
+    """Read real nccl-tests logs (every *_perf block in them) into the results store, one run
+    per block, so results/plot/calibrate/validate use them like bandwall's own runs."""
+    from bandwall.measure.importers.nccl_tests import import_log
+
+    text = sys.stdin.read() if log == "-" else _read_text(log)
+    runs = import_log(text, source=log, db=db, op=op, ranks=ranks)
+    if as_json:
+        print_json(runs)
+        return
+    for r in runs:
+        console.print(
+            f"run {r['run_id']}: {r['op']} · {r['ranks']} ranks · {r['rows']} rows · "
+            f"avg busbw {r['avg_busbw_GBps']:.3g} GB/s (from {log})"
+        )
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path!r}: {exc.strerror}", field="log") from None
 
 
 def probe_cmd(as_json: bool) -> None:
@@ -449,7 +510,7 @@ def monitor_cmd(
             r = rates(prev, now)
             prev, n = now, n + 1
             if exporter:
-                exporter.update(r)
+                exporter.update(now)
             if as_json:
                 print(json.dumps(r), flush=True)  # JSON lines: one object per sample
             elif live:
@@ -507,15 +568,44 @@ def lab_up_cmd(
         str | None, typer.Option(help="Per-host rates, e.g. 1gbit,1gbit,250mbit.")
     ] = None,
     name: Annotated[str, typer.Option(help="Lab name (1-8 lowercase letters/digits).")] = "lab",
+    delay: Annotated[
+        str | None,
+        typer.Option(
+            help="One-way delay between hosts, e.g. 5ms (RTT 10 ms), via a userspace delay line."
+        ),
+    ] = None,
+    jitter: Annotated[
+        str | None,
+        typer.Option(
+            help="Extra one-way delay per packet, exponential with this mean, e.g. 0.5ms."
+        ),
+    ] = None,
+    cc: Annotated[
+        str | None,
+        typer.Option(help="TCP congestion control in the lab, e.g. reno (default: the machine's)."),
+    ] = None,
+    loss: Annotated[
+        str | None,
+        typer.Option(help="Packet loss per path, e.g. 0.1% (links up to 200 Mbit/s)."),
+    ] = None,
 ) -> None:
-    """Create N namespaces on a bridge, each link shaped with tc tbf in both directions."""
+    """Create N namespaces joined by links shaped with tc tbf in both directions; with --delay
+    or --jitter the links run through a delay line (rates up to 2 Gbit/s)."""
     from bandwall.measure.lab import lab_up
 
-    lab = lab_up(name, hosts, rate, rates)
+    lab = lab_up(name, hosts, rate, rates, delay=delay, jitter=jitter, cc=cc, loss=loss)
+    if lab.delay_s is None:
+        latency = "link latency is not emulated (give --delay to add it)"
+    else:
+        latency = (
+            f"one-way delay {lab.delay_s * 1e3:g} ms (RTT {2 * lab.delay_s * 1e3:g} ms), "
+            f"jitter {lab.jitter_s * 1e3:g} ms, loss {lab.loss:.3%}, "
+            f"delay line pid {lab.delayline_pid}"
+        )
     console.print(
         f"lab {lab.name}: {lab.hosts} hosts "
         + ", ".join(f"{lab.address(i)} @ {r:g} Gb/s" for i, r in enumerate(lab.rates_Gbps))
-        + " · link latency is not emulated (no netem on this kernel)"
+        + f" · {latency} · tcp {lab.cc}"
     )
 
 
@@ -539,17 +629,31 @@ def lab_run_cmd(
 
 
 @lab_app.command("down")
-def lab_down_cmd(name: Annotated[str, typer.Argument(help="Lab name.")]) -> None:
-    """Remove exactly what `lab up` created."""
-    from bandwall.measure.lab import lab_down
+def lab_down_cmd(
+    name: Annotated[str | None, typer.Argument(help="Lab name.")] = None,
+    all_labs: Annotated[
+        bool,
+        typer.Option(
+            "--all", help="Every recorded lab, including ones an interrupted `up` left behind."
+        ),
+    ] = False,
+) -> None:
+    """Stop the lab's processes and remove exactly what `lab up` created."""
+    from bandwall.errors import LabError
+    from bandwall.measure.lab import lab_down, lab_down_all
 
-    removed = lab_down(name)
-    console.print(f"lab {name}: removed {len(removed)} namespaces")
+    if all_labs == (name is not None):
+        raise LabError("give a lab name or --all (not both)", field="name")
+    removed = lab_down_all() if name is None else {name: lab_down(name)}
+    if not removed:
+        console.print("no labs")
+    for lab, namespaces in removed.items():
+        console.print(f"lab {lab}: removed {len(namespaces)} namespaces")
 
 
 @lab_app.command("status")
 def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """The labs that exist and whether their namespaces are intact."""
+    """The labs that exist and whether their namespaces and delay line are intact."""
     from bandwall.measure.lab import lab_status
 
     labs = lab_status()
@@ -559,8 +663,16 @@ def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
     if not labs:
         console.print("no labs")
     for lab in labs:
+        if "hosts" not in lab:
+            console.print(f"{lab['name']}: BROKEN ({lab['problem']})")
+            continue
+        delay = (
+            ""
+            if lab["delay_s"] is None
+            else f", delay {lab['delay_s'] * 1e3:g} ms, jitter {lab['jitter_s'] * 1e3:g} ms"
+        )
         console.print(
             f"{lab['name']}: {lab['hosts']} hosts, rates "
-            f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s, "
-            f"{'ok' if lab['healthy'] else 'BROKEN (namespaces missing)'}"
+            f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s{delay}, tcp {lab['cc']}, "
+            f"{'ok' if lab['healthy'] else 'BROKEN (' + lab['problem'] + ')'}"
         )

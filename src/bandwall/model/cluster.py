@@ -32,7 +32,7 @@ class Cluster:
     wan: Link | None
     nics_per_node: float
     oversubscription: Numeric
-    tcp_streams: int
+    tcp_streams: int | None
     price_per_gpu_hour_usd: Numeric
     virtualization_overhead: float
     egress_usd_per_GB: float
@@ -46,6 +46,9 @@ class Cluster:
     """Share of scale-out bandwidth left after failed or slow links (1 = healthy)."""
     failed_links: Numeric = 0
     routing: str = "adaptive"
+    congestion_control: str = "cubic"
+    tcp_window_bytes: float | None = None
+    in_network: bool | None = None
 
     @property
     def peak_flops(self) -> float:
@@ -102,4 +105,7 @@ class Cluster:
             nodes_per_site=nodes_per_site,
             wan=wan,
             tcp_streams=self.tcp_streams,
+            in_network=self.in_network,
+            congestion_control=self.congestion_control,
+            tcp_window_bytes=self.tcp_window_bytes,
         )

@@ -35,6 +35,19 @@ def bucketed_all_reduce_s(grad_bytes: Any, bucket_MiB: float, all_reduce_s: Any)
     return count * all_reduce_s(grad_bytes / count)
 
 
+def overlap_window_s(microbatch_s: Any, pp: Any, virtual_stages: Any) -> Any:
+    """Backward time the gradient reduction can hide behind.
+
+    Without interleaving a stage's gradients are final only during its last micro-batch's
+    backward (⅔ of a micro-batch). With v model chunks per stage, each chunk's gradients are
+    final as soon as its last backward ends, so the earlier chunks reduce during the whole
+    cooldown of (pp-1)/v slots (Megatron-Core's overlap_grad_reduce: "exposes only one DP
+    communication chunk", NeMo performance guide).
+    """
+    cooldown = np.where(virtual_stages > 1, (pp - 1) / virtual_stages, 0.0)
+    return BACKWARD_SHARE * microbatch_s * (1 + cooldown)
+
+
 def ddp_exposed_s(reduce_s: Any, backward_window_s: Any, last_bucket_s: Any) -> Any:
     """Exposed data-parallel time with bucketed reduction overlapped with backward (PyTorch
     DDP, Li et al. 2020): what the backward window cannot hide, and never less than the last

@@ -429,7 +429,9 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
             opt.bucket_MiB,
             lambda size: _coll(Op.ALL_REDUCE, size, dp_expert, cl, tp * ep),
         )
-    window = data_parallel.BACKWARD_SHARE * t_mb if opt.overlap else 0.0
+    window = (
+        data_parallel.overlap_window_s(t_mb, pp, v) if opt.overlap else np.zeros_like(t_mb)
+    )
     last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
     ddp_s = np.where(dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
     w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES

@@ -1,16 +1,25 @@
-"""Links and the three-level hierarchy (scale-up, scale-out, WAN) a collective runs over."""
+"""Links and the three-level hierarchy (scale-up, scale-out, WAN) a collective runs over.
+
+A :class:`Link` is one level's link type as the cost model sees it, per endpoint and per
+direction; a :class:`Topology` says how many GPUs share a node, nodes a site, how many NICs a
+node has, and which software (NCCL or Gloo) and TCP settings drive the links. Every numeric
+field may be a numpy array that broadcasts with the sizes and rank counts being priced.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from bandwall.catalog import FabricSpec, Transport
-from bandwall.errors import ConfigError
+from bandwall.errors import ConfigError, unknown_choice
+from bandwall.model import tcp
+from bandwall.model.tcp import CongestionControl, parse_congestion_control
 from bandwall.units import GB, US
 
 #: A scalar or an array broadcast against the sizes and rank counts being priced: sweeps vary
@@ -18,18 +27,63 @@ from bandwall.units import GB, US
 Numeric = float | npt.NDArray[Any]
 
 #: Mathis et al. (1997) constant for Reno-style TCP with delayed ACKs off: sqrt(3/2).
-MATHIS_C = math.sqrt(1.5)
+MATHIS_C = tcp.MATHIS_C
 #: IPv4 + TCP headers without options, subtracted from the MTU to get the MSS.
 TCP_IP_HEADER_BYTES = 40
+
+
+class Backend(StrEnum):
+    """The collective library: NCCL on GPUs (its tuner picks algorithm and protocol), or
+    PyTorch's Gloo on CPUs over TCP (fixed algorithms)."""
+
+    NCCL = "nccl"
+    GLOO = "gloo"
+
+
+class GpuArch(StrEnum):
+    """NCCL's compute-capability classes (src/graph/tuning.cc, compCapIndex)."""
+
+    VOLTA = "volta"
+    AMPERE = "ampere"
+    HOPPER = "hopper"
+    BLACKWELL = "blackwell"
+
+    @classmethod
+    def from_compute_capability(cls, cc: float) -> GpuArch:
+        """NCCL 2.30.7 tuning.cc: >= 10 Blackwell, >= 9 Hopper, >= 8 Ampere, else Volta."""
+        if cc >= 10:
+            return cls.BLACKWELL
+        if cc >= 9:
+            return cls.HOPPER
+        if cc >= 8:
+            return cls.AMPERE
+        return cls.VOLTA
+
+
+def parse_backend(text: str) -> Backend:
+    try:
+        return Backend(text.strip().lower())
+    except ValueError:
+        raise unknown_choice("backend", text, [b.value for b in Backend]) from None
+
+
+def parse_gpu_arch(text: str) -> GpuArch:
+    try:
+        return GpuArch(text.strip().lower())
+    except ValueError:
+        raise unknown_choice("gpu_arch", text, [a.value for a in GpuArch]) from None
 
 
 @dataclass(frozen=True)
 class Link:
     """One level's link as the cost model sees it: per endpoint, per direction.
 
-    `bandwidth_Bps` is the raw wire rate in bytes/s; what a collective reaches is
-    :meth:`effective_Bps`, which applies the efficiency factor, any per-flow cap and, on lossy
-    TCP links, the Mathis throughput bound.
+    `bandwidth_Bps` is the wire rate in bytes/s and `latency_s` the one-way network latency
+    per message; `efficiency` is the share of the wire rate collectives reach (for NVLink:
+    NCCL's own per-link rate over the nominal one). `in_network` says the hardware can reduce
+    in the switch (NVLS on NVSwitch, SHARP on InfiniBand) and `in_network_default` whether
+    the software uses it unless told otherwise. On TCP links :meth:`effective_Bps` applies the
+    congestion-control, window, per-flow and host limits of :mod:`bandwall.model.tcp`.
     """
 
     name: str
@@ -41,9 +95,23 @@ class Link:
     in_network: bool = False
     in_network_efficiency: float = 1.0
     tcp: bool = False
-    loss_rate: float = 0.0
+    loss_rate: Numeric = 0.0
     mss_bytes: float = 1460.0
     per_flow_limit_Bps: float | None = None
+    in_network_default: bool = True
+    transport: str = ""
+    """Catalog transport (nvlink, pcie, infiniband, roce, efa, tcp); '' for a generic link."""
+    host_Bps: Numeric = math.inf
+    """GPU-to-NIC host path as NCCL rates it; caps one scale-out channel."""
+    gpu_arch: str | None = None
+    socket_streams: int = 1
+    """Sockets NCCL opens per connection on this NIC by default."""
+    small_message_bytes: float = 0.0
+    """Calibrated profiles: below this size `small_latency_s`/`small_efficiency` apply."""
+    small_latency_s: Numeric | None = None
+    small_efficiency: float | None = None
+    op_time_factors: tuple[tuple[str, float], ...] = field(default=())
+    """Calibrated profiles: (op, factor) multiplying the bandwidth term of that op."""
 
     @classmethod
     def from_fabric(cls, spec: FabricSpec) -> Link:
@@ -62,6 +130,17 @@ class Link:
             per_flow_limit_Bps=(
                 spec.per_flow_limit_Gbps * GB / 8 if spec.per_flow_limit_Gbps else None
             ),
+            in_network_default=spec.in_network_on_by_default,
+            transport=spec.transport.value,
+            host_Bps=spec.host_interface_GBps * GB if spec.host_interface_GBps else math.inf,
+            gpu_arch=spec.gpu_arch,
+            socket_streams=spec.socket_streams,
+            small_message_bytes=float(spec.small_message_bytes or 0),
+            small_latency_s=(
+                spec.small_latency_us * US if spec.small_latency_us is not None else None
+            ),
+            small_efficiency=spec.small_efficiency,
+            op_time_factors=tuple(sorted(spec.op_time_factors.items())),
         )
 
     def with_overrides(
@@ -71,7 +150,7 @@ class Link:
         latency_s: Numeric | None = None,
         jitter_mean_s: Numeric | None = None,
         jitter_std_s: Numeric | None = None,
-        loss_rate: float | None = None,
+        loss_rate: Numeric | None = None,
     ) -> Link:
         """A copy with measured or what-if values replacing the catalog's."""
         return replace(
@@ -83,28 +162,76 @@ class Link:
             loss_rate=self.loss_rate if loss_rate is None else loss_rate,
         )
 
-    def mathis_Bps(self, streams: int) -> Numeric:
-        """TCP throughput bound MSS·C / (RTT·sqrt(p)) per stream (Mathis et al. 1997).
+    @property
+    def rtt_s(self) -> Numeric:
+        """Round-trip time: twice the one-way latency."""
+        return 2 * np.asarray(self.latency_s, dtype=np.float64)
 
-        RTT is taken as twice the one-way latency. Infinite on loss-free or non-TCP links.
-        """
-        if not self.tcp or self.loss_rate <= 0:
+    @property
+    def nvlink(self) -> bool:
+        """NVLink-class scale-up (NCCL's NVLINK latencies, LL128 allowed)."""
+        return self.transport in ("", Transport.NVLINK.value, Transport.XGMI.value)
+
+    @property
+    def nvswitch(self) -> bool:
+        """GPUs joined by a switch (every catalog NVLink fabric is an HGX/NVL baseboard)."""
+        return self.transport in ("", Transport.NVLINK.value)
+
+    @property
+    def gpudirect(self) -> bool:
+        """RDMA with GPUDirect (NCCL's typeInter <= PXN); sockets go through host memory."""
+        return not self.tcp and self.transport != Transport.PCIE.value
+
+    def op_factor(self, op: str) -> float:
+        """Calibrated multiplier on the bandwidth term of `op` (1 when none was fitted)."""
+        return dict(self.op_time_factors).get(op, 1.0)
+
+    def small_variant(self) -> Link:
+        """The link as calibrated for messages below `small_message_bytes`."""
+        return replace(
+            self,
+            latency_s=self.latency_s if self.small_latency_s is None else self.small_latency_s,
+            efficiency=self.efficiency if self.small_efficiency is None else self.small_efficiency,
+            small_message_bytes=0.0,
+        )
+
+    def mathis_Bps(self, streams: Numeric) -> Numeric:
+        """Reno's loss bound MSS·C / (RTT·√p) per stream × streams (Mathis et al. 1997);
+        infinite on loss-free or non-TCP links."""
+        if not self.tcp:
             return math.inf
-        rtt = 2 * np.asarray(self.latency_s, dtype=np.float64)
-        with np.errstate(divide="ignore"):
-            bound = streams * self.mss_bytes * MATHIS_C / (rtt * math.sqrt(self.loss_rate))
-        return np.where(rtt > 0, bound, np.inf)
+        return np.asarray(streams, dtype=np.float64) * tcp.mathis_Bps(
+            self.mss_bytes, self.rtt_s, self.loss_rate
+        )
 
-    def effective_Bps(self, streams: int = 1) -> Numeric:
-        """Bandwidth a large-message collective reaches on one endpoint of this link."""
-        bw: Numeric = self.bandwidth_Bps * self.efficiency
-        if self.tcp and self.per_flow_limit_Bps is not None:
-            bw = np.minimum(bw, streams * self.per_flow_limit_Bps)
-        return np.minimum(bw, self.mathis_Bps(streams))
+    def effective_Bps(
+        self,
+        streams: Numeric = 1,
+        *,
+        congestion_control: CongestionControl = CongestionControl.CUBIC,
+        window_bytes: Numeric | None = None,
+    ) -> Numeric:
+        """Bandwidth one endpoint of this link sustains with `streams` parallel TCP streams
+        (ignored on RDMA links): min(wire × efficiency, TCP limits)."""
+        bw: Numeric = np.asarray(self.bandwidth_Bps, dtype=np.float64) * self.efficiency
+        if not self.tcp:
+            return bw
+        return tcp.tcp_Bps(
+            congestion_control,
+            streams=streams,
+            link_Bps=bw,
+            mss_bytes=self.mss_bytes,
+            rtt_s=self.rtt_s,
+            loss=self.loss_rate,
+            window_bytes=tcp.AUTOTUNED_WINDOW_BYTES if window_bytes is None else window_bytes,
+            per_flow_limit_Bps=(
+                math.inf if self.per_flow_limit_Bps is None else self.per_flow_limit_Bps
+            ),
+        )
 
     def in_network_Bps(self) -> Numeric:
         """Bandwidth of a switch-side (SHARP/NVLS) reduction on this link."""
-        return self.bandwidth_Bps * self.in_network_efficiency
+        return np.asarray(self.bandwidth_Bps, dtype=np.float64) * self.in_network_efficiency
 
 
 @dataclass(frozen=True)
@@ -114,9 +241,16 @@ class Topology:
     Ranks fill the hierarchy in order: a node first, then the nodes of a site, then sites. The
     scale-out link is per NIC and a node has `nics_per_node` of them (rail-optimized clusters
     have one per GPU); the WAN link is one uplink per site. `oversubscription` divides the
-    scale-out bandwidth (≥1; 1 = non-blocking fat tree). `tcp_streams` is how many TCP
-    connections a rank opens per peer (NCCL_SOCKET_NTHREADS × NCCL_NSOCKS_PERTHREAD; 1 by
-    default), which matters only on TCP links.
+    scale-out bandwidth (≥1; 1 = non-blocking fat tree).
+
+    Software and host settings: `backend` (NCCL picks algorithm and protocol; Gloo runs
+    PyTorch's fixed algorithms); `in_network` (None: each fabric's default — NVLS on,
+    InfiniBand SHARP off; True: use it wherever the hardware has it; False: never);
+    `tcp_streams` (TCP connections per peer; None: what the library opens — NCCL two channels
+    × the NIC's socket count, Gloo one); `congestion_control`; `tcp_window_bytes` (bytes in
+    flight per stream; None: autotuned 6 MiB for NCCL, Gloo's 425,984 B fixed send buffer);
+    `gpu_arch` (None: from the scale-up fabric, else Hopper); `host_cpu` (NCCL's
+    per-step network overhead is 1 µs on Intel, 2 µs on AMD).
     """
 
     gpus_per_node: Numeric
@@ -126,7 +260,13 @@ class Topology:
     oversubscription: Numeric = 1.0
     nodes_per_site: Numeric | None = None
     wan: Link | None = None
-    tcp_streams: int = 1
+    tcp_streams: Numeric | None = None
+    in_network: bool | None = None
+    backend: str = Backend.NCCL.value
+    congestion_control: str = CongestionControl.CUBIC.value
+    tcp_window_bytes: Numeric | None = None
+    gpu_arch: str | None = None
+    host_cpu: str = "intel"
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gpus_per_node)
@@ -149,8 +289,66 @@ class Topology:
             raise ConfigError(
                 "nodes_per_site is set but no WAN fabric joins the sites", field="wan"
             )
-        if self.tcp_streams < 1:
+        if self.tcp_streams is not None and np.any(np.asarray(self.tcp_streams) < 1):
             raise ConfigError(f"must be >= 1, got {self.tcp_streams}", field="tcp_streams")
+        if self.tcp_window_bytes is not None and np.any(np.asarray(self.tcp_window_bytes) <= 0):
+            raise ConfigError(f"must be > 0, got {self.tcp_window_bytes}", field="tcp_window_bytes")
+        parse_backend(self.backend)
+        parse_congestion_control(self.congestion_control)
+        if self.gpu_arch is not None:
+            parse_gpu_arch(self.gpu_arch)
+        if self.host_cpu not in ("intel", "amd"):
+            raise unknown_choice("host_cpu", self.host_cpu, ["intel", "amd"])
+
+    @property
+    def backend_kind(self) -> Backend:
+        return Backend(self.backend)
+
+    @property
+    def cc(self) -> CongestionControl:
+        return CongestionControl(self.congestion_control)
+
+    @property
+    def arch(self) -> GpuArch:
+        """The GPU architecture NCCL's constants are taken for."""
+        if self.gpu_arch is not None:
+            return GpuArch(self.gpu_arch)
+        if self.scale_up is not None and self.scale_up.gpu_arch:
+            return GpuArch(self.scale_up.gpu_arch)
+        return GpuArch.HOPPER
+
+    def window_bytes(self) -> Numeric:
+        """Bytes one TCP stream may have in flight."""
+        if self.tcp_window_bytes is not None:
+            return self.tcp_window_bytes
+        if self.backend_kind is Backend.GLOO:
+            return tcp.GLOO_WINDOW_BYTES
+        return tcp.AUTOTUNED_WINDOW_BYTES
+
+    def streams_per_peer(self, link: Link | None) -> Numeric:
+        """TCP connections between two ranks over `link`: the explicit `tcp_streams`, else
+        Gloo's one pair per peer (gloo/transport/tcp/context.cc) or NCCL's two executed
+        channels (connect.cc duplicates the searched one) × the NIC's sockets per connection
+        (net_socket.cc auto-detection)."""
+        if self.tcp_streams is not None:
+            return self.tcp_streams
+        if self.backend_kind is Backend.GLOO or link is None:
+            return 1.0
+        return 2.0 * link.socket_streams
+
+    def in_network_on(self, link: Link | None) -> bool:
+        """Whether `link`'s switch reduction is used under this topology's setting."""
+        if link is None or not link.in_network:
+            return False
+        if self.in_network is None:
+            return link.in_network_default
+        return self.in_network
+
+    def link_Bps(self, link: Link, flows: Numeric = 1.0) -> Numeric:
+        """What one endpoint of `link` sustains when `flows` TCP streams share it."""
+        return link.effective_Bps(
+            flows, congestion_control=self.cc, window_bytes=self.window_bytes()
+        )
 
 
 def build_topology(
@@ -163,18 +361,24 @@ def build_topology(
     oversubscription: float = 1.0,
     wan: str | None = None,
     nodes_per_site: int | None = None,
-    tcp_streams: int = 1,
+    tcp_streams: int | None = None,
     scale_out_overrides: dict[str, float] | None = None,
+    in_network: bool | None = None,
+    backend: str = Backend.NCCL.value,
+    congestion_control: str = CongestionControl.CUBIC.value,
+    tcp_window_bytes: float | None = None,
 ) -> Topology:
     """Assemble a Topology from catalog keys.
 
     The scale-up fabric defaults to the GPU's own (NVLink for H100). NICs per node default to
-    one per GPU on RDMA fabrics (rail-optimized) and one per node on TCP fabrics.
+    one per GPU on RDMA fabrics (rail-optimized) and one per node on TCP fabrics. The GPU
+    architecture comes from the GPU's compute capability, else its scale-up fabric.
     """
     from bandwall.catalog import Tier, load_catalog
 
     cat = load_catalog()
-    up_spec = cat.fabric(scale_up or cat.gpu(gpu).scale_up_fabric)
+    gpu_spec = cat.gpu(gpu)
+    up_spec = cat.fabric(scale_up or gpu_spec.scale_up_fabric)
     if up_spec.tier is not Tier.SCALE_UP:
         raise ConfigError(
             f"{up_spec.key!r} is a {up_spec.tier.value} fabric; choose one of: "
@@ -196,6 +400,10 @@ def build_topology(
         if nics_per_node is None:
             nics_per_node = gpus_per_node if out_spec.rdma else 1
     wan_link = Link.from_fabric(cat.fabric(wan)) if wan is not None else None
+    if gpu_spec.compute_capability is not None:
+        arch: str | None = GpuArch.from_compute_capability(gpu_spec.compute_capability).value
+    else:
+        arch = up_spec.gpu_arch
     return Topology(
         gpus_per_node=gpus_per_node,
         scale_up=Link.from_fabric(up_spec) if gpus_per_node > 1 else None,
@@ -205,6 +413,11 @@ def build_topology(
         nodes_per_site=nodes_per_site,
         wan=wan_link,
         tcp_streams=tcp_streams,
+        in_network=in_network,
+        backend=backend,
+        congestion_control=congestion_control,
+        tcp_window_bytes=tcp_window_bytes,
+        gpu_arch=arch,
     )
 
 
@@ -219,7 +432,11 @@ def collective_topology(
     oversubscription: float = 1.0,
     wan: str | None = None,
     nodes_per_site: int | None = None,
-    tcp_streams: int = 1,
+    tcp_streams: int | None = None,
+    in_network: bool | None = None,
+    backend: str = Backend.NCCL.value,
+    congestion_control: str = CongestionControl.CUBIC.value,
+    tcp_window_bytes: float | None = None,
 ) -> Topology:
     """The topology `bandwall collective` prices on: `fabric` may be a scale-out fabric, or a
     scale-up one when every rank count fits in one node."""
@@ -231,6 +448,13 @@ def collective_topology(
         raise ConfigError(
             f"must be >= 1 (1 = non-blocking), got {oversubscription}", field="oversubscription"
         )
+    software = {
+        "in_network": in_network,
+        "backend": backend,
+        "congestion_control": congestion_control,
+        "tcp_window_bytes": tcp_window_bytes,
+        "tcp_streams": tcp_streams,
+    }
     out_spec = load_catalog().fabric(fabric)
     if out_spec.tier is not Tier.SCALE_UP:
         return build_topology(
@@ -242,7 +466,7 @@ def collective_topology(
             oversubscription=oversubscription,
             wan=wan,
             nodes_per_site=nodes_per_site,
-            tcp_streams=tcp_streams,
+            **software,  # type: ignore[arg-type]
         )
     if scale_up is not None and scale_up != out_spec.key:
         raise ConfigError(
@@ -260,5 +484,78 @@ def collective_topology(
         scale_out=None,
         scale_up=out_spec.key,
         gpu=gpu,
-        tcp_streams=tcp_streams,
+        **software,  # type: ignore[arg-type]
+    )
+
+
+# --- WAN site pairs ----------------------------------------------------------------------------
+
+
+class WanPath(StrEnum):
+    """How two sites are joined: a provider's inter-region backbone, or public transit."""
+
+    BACKBONE = "backbone"
+    INTERNET = "internet"
+
+
+def wan_pairs() -> dict[frozenset[str], Any]:
+    """The site-pair matrix of catalog/data/wan.toml, validated, keyed by the two sites."""
+    from bandwall.catalog.loader import raw_rows
+    from bandwall.catalog.models import WanPairSpec
+
+    out: dict[frozenset[str], Any] = {}
+    for row in raw_rows("catalog", "wan.toml", "pair"):
+        spec = WanPairSpec.model_validate(row)
+        out[frozenset((spec.a, spec.b))] = spec
+    return out
+
+
+def wan_sites() -> list[str]:
+    """Site keys of the matrix (us-east, us-west, eu-west, asia-east)."""
+    from bandwall.catalog.loader import raw_rows
+
+    return [str(row["key"]) for row in raw_rows("catalog", "wan.toml", "site")]
+
+
+def wan_link(
+    a: str,
+    b: str,
+    *,
+    path: str = WanPath.BACKBONE.value,
+    bandwidth_Gbps: float = 10.0,
+    rtt: str = "p50",
+    efficiency: float = (1500 - TCP_IP_HEADER_BYTES) / (1500 + 38),
+) -> Link:
+    """The WAN link between sites `a` and `b`: published median (or p95) RTT and the path's
+    loss, TCP with a 1,500 B MTU (efficiency = MSS / (MTU + 38 B of Ethernet framing)), at
+    `bandwidth_Gbps` per site uplink.
+
+    >>> link = wan_link("us-east", "eu-west")
+    >>> round(float(link.rtt_s) * 1e3), link.loss_rate
+    (75, 1e-07)
+    """
+    sites = wan_sites()
+    for key, fld in ((a, "site_a"), (b, "site_b")):
+        if key not in sites:
+            raise unknown_choice(fld, key, sites)
+    if a == b:
+        raise ConfigError(f"{a!r} to itself is not a WAN link", field="site_b")
+    try:
+        kind = WanPath(path)
+    except ValueError:
+        raise unknown_choice("path", path, [p.value for p in WanPath]) from None
+    if rtt not in ("p50", "p95"):
+        raise unknown_choice("rtt", rtt, ["p50", "p95"])
+    pair = wan_pairs()[frozenset((a, b))]
+    rtt_ms = pair.rtt_ms if rtt == "p50" else pair.rtt_p95_ms
+    loss = pair.loss_backbone if kind is WanPath.BACKBONE else pair.loss_internet
+    return Link(
+        name=f"wan:{a}-{b}:{kind.value}",
+        bandwidth_Bps=bandwidth_Gbps * GB / 8,
+        latency_s=rtt_ms / 2 * 1e-3,
+        efficiency=efficiency,
+        tcp=True,
+        loss_rate=loss,
+        mss_bytes=1500.0 - TCP_IP_HEADER_BYTES,
+        transport=Transport.TCP.value,
     )

@@ -226,8 +226,20 @@ class PlanRequest(BaseModel):
         default=None, ge=0, lt=1, json_schema_extra=_meta("network", flag="loss")
     )
     """Scale-out packet loss rate (TCP links)."""
-    tcp_streams: int = Field(default=1, ge=1, le=1024, json_schema_extra=_meta("network"))
-    """TCP connections per peer on TCP links."""
+    tcp_streams: int | None = Field(default=None, ge=1, le=1024, json_schema_extra=_meta("network"))
+    """TCP connections per peer on TCP links (default: what the library opens: NCCL 2
+    channels × the NIC's sockets, Gloo 1)."""
+    congestion_control: Literal["cubic", "bbr", "reno"] = Field(
+        default="cubic", json_schema_extra=_meta("network")
+    )
+    """TCP congestion control on TCP links (Linux default: CUBIC)."""
+    tcp_window_bytes: float | None = Field(
+        default=None, gt=0, le=1 << 34, json_schema_extra=_meta("network")
+    )
+    """Bytes in flight per TCP stream (default: autotuned 6 MiB; Gloo's fixed send buffer)."""
+    in_network: bool | None = Field(default=None, json_schema_extra=_meta("network"))
+    """Reduce in the switch where the hardware can (NVLS on NVSwitch, SHARP on InfiniBand);
+    unset: each fabric's default (NVLS on, SHARP off)."""
 
     # --- layout (unset: searched) -----------------------------------------------------------
     tp: int | None = Field(

@@ -137,6 +137,9 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         fabric_health=health,
         failed_links=failed,
         routing=routing.value,
+        congestion_control=req.congestion_control,
+        tcp_window_bytes=req.tcp_window_bytes,
+        in_network=req.in_network,
     )
 
 

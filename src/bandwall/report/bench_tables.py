@@ -81,3 +81,31 @@ def links_tables(rows: list[dict[str, Any]], world: int, slowest: int = 5) -> li
         )
     mats.append(t)
     return mats
+
+
+def train_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """`bench train` rows: DDP step (median, p90), the no_sync (compute-only) step, the
+    communication the overlap left exposed, and compute / step. Fits 80 columns; the rank
+    count is in the run's header line."""
+    t = Table(title=title)
+    for col in (
+        "model",
+        "params",
+        "step ms",
+        "p90 ms",
+        "compute ms",
+        "exposed ms",
+        "eff.",
+    ):
+        t.add_column(col, justify="left" if col == "model" else "right", no_wrap=True)
+    for r in rows:
+        t.add_row(
+            r["model"],
+            f"{r['params']:,}",
+            f"{r['step_median_s'] * 1e3:,.1f}",
+            f"{r['step_p90_s'] * 1e3:,.1f}",
+            f"{r['compute_median_s'] * 1e3:,.1f}",
+            f"{r['exposed_s'] * 1e3:,.1f}",
+            f"{r['compute_median_s'] / r['step_median_s']:.1%}" if r["step_median_s"] else "-",
+        )
+    return t

@@ -80,6 +80,10 @@ def busbw_run_figure(
         ceilings.append(
             (f"link rate ({fabric}): {spec.bandwidth_GBps:,.3g} GB/s", spec.bandwidth_GBps)
         )
+    # bench measures out-of-place and in-place rows per size (as nccl-tests); plot the
+    # out-of-place ones when both are there
+    if any(not r.get("inplace") for r in rows):
+        rows = [r for r in rows if not r.get("inplace")]
     for op in sorted({r["op"] for r in rows}):
         mine = sorted((r for r in rows if r["op"] == op), key=lambda r: r["size_bytes"])
         sizes = np.array([r["size_bytes"] for r in mine], dtype=float)
@@ -96,7 +100,9 @@ def busbw_run_figure(
             if bandwidth_Gbps:
                 link = link.with_overrides(bandwidth_Bps=bandwidth_Gbps * GB / 8)
             o = Op(op)
-            t = collective_time_s(o, MEASURED_ALGO[o], sizes, run.world_size, _single_level(link))
+            t = collective_time_s(
+                o, MEASURED_ALGO[o], sizes, run.world_size, _single_level(link, run.backend)
+            )
             series.append(
                 {
                     "label": f"{op} model ({fabric})",

@@ -1,19 +1,37 @@
 """Starting ranks with the real engines: torchrun's environment, torch's elastic launcher for
-`--local N`, and sbatch / Kubernetes templates that call torchrun. No home-made launcher."""
+`--local N`, and sbatch / Kubernetes templates that call torchrun. No home-made launcher.
+
+The templates take user strings (the command, partition, image, job name) and put them in a
+shell script and a YAML document: the command is split and re-quoted with shlex, Slurm and
+Kubernetes fields are checked against their own grammars, and the manifest is emitted with
+every string as a JSON-quoted (so YAML-safe) scalar.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 import os
+import re
+import shlex
+import shutil
 import signal
 import socket
+import sys
+import tempfile
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from bandwall.errors import BenchmarkError, ConfigError
-from bandwall.measure.bench.runner import BenchConfig, bench_worker
+from bandwall.measure.bench.runner import BenchConfig, bench_worker, modes
 from bandwall.measure.bench.store import Store
 
 TORCHRUN_VARS = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+#: The image the repository's Dockerfile builds (`docker build -t bandwall .`); for GPU runs
+#: build it with `--build-arg BASE_IMAGE=nvidia/cuda:...` (see the Dockerfile).
+DEFAULT_IMAGE = "bandwall:latest"
 
 
 def under_torchrun() -> bool:
@@ -26,14 +44,40 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@contextlib.contextmanager
+def _quiet(debug: bool) -> Iterator[None]:
+    """Keep torch's launcher logs and C++ warnings (tracebacks of every rank) away from the
+    user unless --debug: the failure is summarised in one line instead."""
+    if debug:
+        yield
+        return
+    loggers = [logging.getLogger(n) for n in ("torch.distributed", "torch.multiprocessing")]
+    levels = [lg.level for lg in loggers]
+    old_env = os.environ.get("TORCH_CPP_LOG_LEVEL")
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    os.environ["TORCH_CPP_LOG_LEVEL"] = "ERROR"
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+        if old_env is None:
+            os.environ.pop("TORCH_CPP_LOG_LEVEL", None)
+        else:
+            os.environ["TORCH_CPP_LOG_LEVEL"] = old_env
+
+
 def run_local(
     cfg: BenchConfig, nprocs: int, worker: Any = bench_worker, worker_args: tuple[Any, ...] = ()
 ) -> dict[str, Any]:
     """Run `nprocs` ranks on this machine through torch.distributed's elastic agent (the
-    engine behind torchrun). A rank that dies or times out ends the run with a message naming
-    it; the sizes already measured stay in the store."""
+    engine behind torchrun). A rank that dies or hangs ends the run with one line naming it;
+    the sizes already measured stay in the store."""
     if nprocs < 2:
         raise ConfigError(f"needs at least 2 ranks, got {nprocs}", field="local")
+    with Store(cfg.db):  # a bad --db is one line now, not a failed rank after the spawn
+        pass
     try:
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -43,6 +87,8 @@ def run_local(
         ) from None
     token = uuid.uuid4().hex
     os.environ["BANDWALL_RUN_TOKEN"] = token
+    diag = tempfile.mkdtemp(prefix="bandwall-diag-")
+    os.environ["BANDWALL_DIAG_DIR"] = diag
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(
         min_nodes=1,
@@ -56,57 +102,176 @@ def run_local(
         start_method="spawn",
     )
     try:
-        results = elastic_launch(config, worker)(cfg, *worker_args)
+        with _quiet(cfg.debug):
+            results = elastic_launch(config, worker)(cfg, *worker_args)
     except ChildFailedError as exc:
-        msg = _describe_failure(exc)
-        raise BenchmarkError(msg + _mark_failed(cfg, token, msg)) from None
+        if cfg.debug:
+            sys.stderr.write(f"{exc}\n")
+        found = _diagnoses(diag)
+        raise BenchmarkError(
+            _mark_failed(cfg, token, describe_failure(exc.failures, found))
+        ) from None
+    finally:
+        os.environ.pop("BANDWALL_DIAG_DIR", None)
+        shutil.rmtree(diag, ignore_errors=True)
     out = results.get(0)
     if not out:
         raise BenchmarkError("rank 0 returned no results")
     return dict(out)
 
 
-def _describe_failure(exc: Any) -> str:
+def _diagnoses(folder: str) -> list[str]:
+    """What timed-out ranks found (a frozen peer), written before they were stopped."""
+    out = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        with contextlib.suppress(OSError), open(os.path.join(folder, name)) as fh:
+            out.append(fh.read().strip())
+    return [m for m in out if m]
+
+
+def _message(failure: Any) -> str:
+    err = failure.error_file_data if isinstance(failure.error_file_data, dict) else {}
+    message = err.get("message", {})
+    text = str(message.get("message", "")) if isinstance(message, dict) else str(message or "")
+    text = (text.splitlines() or [""])[0]
+    if text.strip() in ("<NONE>", "<N/A>", "None"):
+        return ""
+    return re.sub(r"^(bandwall\.errors\.)?BenchmarkError: ", "", text)[:400]
+
+
+def _how(failure: Any) -> str:
+    code = failure.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def describe_failure(failures: dict[int, Any], diagnoses: list[str] | None = None) -> str:
+    """The cause, not the casualties: a timed-out rank's diagnosis of a frozen peer wins;
+    else the ranks killed by a signal (not the launcher's SIGTERM), else the first to fail.
+    Ranks that only lost their connection to a dead peer are not listed."""
+    blamed = list(diagnoses or []) + [
+        m for m in (_message(f) for f in failures.values()) if " hung during " in m
+    ]
+    if blamed:
+        return "benchmark stopped: " + blamed[0]
+    ordered = sorted(failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
+    killed = [
+        (r, f)
+        for r, f in ordered
+        if f.exitcode is not None and f.exitcode < 0 and f.exitcode != -signal.SIGTERM
+    ]
+    causes = killed or [(r, f) for r, f in ordered if f.exitcode != -signal.SIGTERM][:1]
+    causes = causes or ordered[:1]
     parts = []
-    for rank, failure in sorted(exc.failures.items()):
-        code = failure.exitcode
-        if code is not None and code < 0:
-            try:
-                what = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                what = f"killed by signal {-code}"
-        else:
-            what = f"exited with code {code}"
-        detail = ""
-        err = failure.error_file_data if isinstance(failure.error_file_data, dict) else {}
-        message = err.get("message", {})
-        if isinstance(message, dict):
-            detail = str(message.get("message", "")).splitlines()[0][:300] if message else ""
-        parts.append(f"rank {rank} {what}" + (f" ({detail})" if detail else ""))
+    for rank, failure in causes[:3]:
+        detail = "" if killed else _message(failure)
+        parts.append(f"rank {rank} {_how(failure)}" + (f" ({detail})" if detail else ""))
     return "benchmark stopped: " + "; ".join(parts)
+
+
+def _next_step(cfg: BenchConfig, finished: int) -> str | None:
+    """Where the run stopped: steps run in order (op, size, mode), one stored row each."""
+    steps = [
+        f"{op} at {size} bytes" + (" in-place" if inplace and cfg.inplace is None else "")
+        for op in cfg.ops
+        for size in cfg.sizes
+        for inplace in modes(cfg)
+    ]
+    return steps[finished] if finished < len(steps) else None
 
 
 def _mark_failed(cfg: BenchConfig, token: str, msg: str) -> str:
     """Close the run the dead job left open and say where it stopped and what it kept."""
     with Store(cfg.db) as store:
         for run in reversed(store.runs()):
-            if run.args.get("token") == token:
-                seen = f"; {run.error}" if run.error else ""
-                store.finish_run(run.id, "failed", msg + seen)
-                kept = store.count_rows(run.id)
-                where = f" during {run.error.split(':', 2)[1].strip()}" if run.error else ""
-                return (
-                    f"{where}; {kept} measurement(s) finished before it are kept in run "
-                    f"{run.id} (bandwall results show {run.id} --db {store.path})"
-                )
-    return "; nothing was stored"
+            if run.args.get("token") != token:
+                continue
+            stored = run.error or ""
+            if " hung during " in stored and " hung during " not in msg:
+                msg = "benchmark stopped: " + stored
+            if " during " not in msg and cfg.kind == "collectives":
+                step = _next_step(cfg, len(store.results(run.id)))
+                msg += f" during {step}" if step else ""
+            store.finish_run(run.id, "failed", msg)
+            kept = store.count_rows(run.id)
+            return (
+                f"{msg}; {kept} measurement(s) finished before it are kept in run "
+                f"{run.id} (bandwall results show {run.id} --db {store.path})"
+            )
+    return msg + "; nothing was stored"
+
+
+# --- launch templates -------------------------------------------------------------------
+
+_SLURM_PARTITION = re.compile(r"^[A-Za-z0-9_.-]+(,[A-Za-z0-9_.-]+)*$")
+#: sbatch --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
+_SLURM_TIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+#: Kubernetes object names for a PyTorchJob: an RFC 1035 label (the operator derives Service
+#: names from it, and those must be DNS-1035 labels), short enough for "-worker-NNN".
+_K8S_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+#: A container image reference: [registry[:port]/]path[:tag][@sha256:digest] (the grammar of
+#: distribution/reference, simplified: lower-case path components, no spaces or quotes).
+_IMAGE = re.compile(
+    r"^(?:[a-zA-Z0-9.-]+(?::\d+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*"
+    r"(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*(?::[\w][\w.-]{0,127})?(?:@sha256:[a-f0-9]{64})?$"
+)
+
+
+def _command_args(command: str) -> list[str]:
+    try:
+        args = shlex.split(command)
+    except ValueError as exc:
+        raise ConfigError(f"cannot split {command!r}: {exc}", field="command") from None
+    if not args:
+        raise ConfigError("empty command; e.g. 'bench collectives --ops all'", field="command")
+    if any("\n" in a or "\r" in a or "\0" in a for a in args):
+        raise ConfigError("newlines are not allowed in the command", field="command")
+    if args[0] in ("bandwall", "-m"):
+        raise ConfigError(
+            f"give the bandwall subcommand only (e.g. 'bench collectives ...'), not {args[0]!r}",
+            field="command",
+        )
+    return args
+
+
+def check_image(image: str) -> str:
+    if not _IMAGE.fullmatch(image) or len(image) > 255:
+        raise ConfigError(
+            f"{image!r} is not a container image reference (e.g. registry.example.com/"
+            "team/bandwall:0.1.0)",
+            field="image",
+        )
+    return image
 
 
 def slurm_script(
-    nodes: int, gpus_per_node: int, command: str, partition: str | None, time_limit: str
+    nodes: int,
+    gpus_per_node: int,
+    command: str,
+    partition: str | None,
+    time_limit: str,
+    image: str | None = None,
 ) -> str:
-    """An sbatch script: one torchrun per node, rendezvous on the first node (c10d)."""
+    """An sbatch script: one torchrun per node, rendezvous on the first node (c10d). With
+    `image`, srun runs it in that container (pyxis/enroot `--container-image`)."""
+    if nodes < 1 or gpus_per_node < 1:
+        raise ConfigError("needs --nodes >= 1 and --gpus-per-node >= 1", field="nodes")
+    args = shlex.join(_command_args(command))
+    if partition is not None and not _SLURM_PARTITION.fullmatch(partition):
+        raise ConfigError(
+            f"{partition!r} is not a partition name (letters, digits, '_', '.', '-', commas)",
+            field="partition",
+        )
+    if not _SLURM_TIME.fullmatch(time_limit):
+        raise ConfigError(
+            f"{time_limit!r} is not a Slurm time (MM, HH:MM:SS or D-HH:MM:SS)", field="time"
+        )
     part = f"#SBATCH --partition={partition}\n" if partition else ""
+    container = f" --container-image={shlex.quote(check_image(image))}" if image else ""
     return f"""#!/bin/bash
 #SBATCH --job-name=bandwall
 #SBATCH --nodes={nodes}
@@ -115,44 +280,118 @@ def slurm_script(
 #SBATCH --cpus-per-task=16
 #SBATCH --time={time_limit}
 {part}#SBATCH --output=bandwall-%j.out
+# Container: the image built from bandwall's Dockerfile (default {DEFAULT_IMAGE}); pass
+# `bandwall launch slurm --image REF` to run through pyxis/enroot, else bandwall[bench] must
+# be installed on the nodes.
 set -euo pipefail
 head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export OMP_NUM_THREADS=1
-srun torchrun \\
+srun{container} torchrun \\
     --nnodes={nodes} --nproc-per-node={gpus_per_node} \\
     --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$head_node:29500" \\
-    -m bandwall {command}
+    -m bandwall {args}
 """
 
 
-def _k8s_replica(role: str, replicas: int, image: str, gpus: int, args: str) -> str:
-    return f"""    {role}:
-      replicas: {replicas}
-      restartPolicy: Never
-      template:
-        spec:
-          containers:
-            - name: pytorch
-              image: {image}
-              command: ["torchrun", "--nproc-per-node={gpus}", "-m", "bandwall"]
-              args: [{args}]
-              resources:
-                limits:
-                  nvidia.com/gpu: {gpus}
-"""
+def k8s_job(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> dict[str, Any]:
+    """A Kubeflow PyTorchJob (kubeflow.org/v1) as data: the training operator sets the
+    torchrun environment (MASTER_ADDR, RANK, ...) in every replica."""
+    if nodes < 1 or gpus_per_node < 1:
+        raise ConfigError("needs --nodes >= 1 and --gpus-per-node >= 1", field="nodes")
+    if not _K8S_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{name!r} is not a Kubernetes name: lower-case letters, digits and '-', starting "
+            "with a letter, at most 40 characters",
+            field="name",
+        )
+    args = _command_args(command)
+    check_image(image)
+
+    def replica(count: int) -> dict[str, Any]:
+        return {
+            "replicas": count,
+            "restartPolicy": "Never",
+            "template": {
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "pytorch",
+                            "image": image,
+                            "command": [
+                                "torchrun",
+                                f"--nproc-per-node={gpus_per_node}",
+                                "-m",
+                                "bandwall",
+                            ],
+                            "args": args,
+                            "resources": {"limits": {"nvidia.com/gpu": gpus_per_node}},
+                        }
+                    ]
+                }
+            },
+        }
+
+    specs = {"Master": replica(1)}
+    if nodes > 1:
+        specs["Worker"] = replica(nodes - 1)
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"nprocPerNode": str(gpus_per_node), "pytorchReplicaSpecs": specs},
+    }
+
+
+def to_yaml(value: Any, indent: int = 0) -> str:
+    """Block-style YAML where every string is a JSON (double-quoted YAML) scalar: no user text
+    can open a new key, document or tag. Only dicts, lists, strings, ints and bools."""
+    pad = "  " * indent
+    lines: list[str] = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            key = _scalar(str(k))
+            if isinstance(v, dict | list) and v:
+                lines.append(f"{pad}{key}:")
+                lines.append(to_yaml(v, indent + 1))
+            else:
+                lines.append(f"{pad}{key}: {_scalar(v)}")
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, dict) and v:
+                inner = to_yaml(v, indent + 1).splitlines()
+                lines.append(f"{pad}- {inner[0].lstrip()}")
+                lines.extend(inner[1:])
+            else:
+                lines.append(f"{pad}- {_scalar(v)}")
+    else:
+        lines.append(pad + _scalar(value))
+    return "\n".join(lines)
+
+
+_PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9._/-]*")
+#: Words YAML 1.1 readers turn into booleans or null.
+_YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "y", "n", "null", "~"}
+
+
+def _scalar(v: Any) -> str:
+    """Plain when it can only read back as this string, JSON-quoted otherwise."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, dict | list):
+        return "{}" if isinstance(v, dict) else "[]"
+    text = str(v)
+    if _PLAIN.fullmatch(text) and text.lower() not in _YAML_WORDS:
+        return text
+    return json.dumps(text)
 
 
 def k8s_manifest(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> str:
-    """A Kubeflow PyTorchJob: the training operator sets the torchrun environment."""
-    args = ", ".join(f'"{a}"' for a in command.split())
-    replicas = _k8s_replica("Master", 1, image, gpus_per_node, args)
-    if nodes > 1:
-        replicas += _k8s_replica("Worker", nodes - 1, image, gpus_per_node, args)
-    return f"""apiVersion: kubeflow.org/v1
-kind: PyTorchJob
-metadata:
-  name: {name}
-spec:
-  nprocPerNode: "{gpus_per_node}"
-  pytorchReplicaSpecs:
-{replicas}"""
+    head = (
+        "# bandwall PyTorchJob (Kubeflow training operator). The image is bandwall's\n"
+        "# Dockerfile built on a CUDA base with the bench extra, e.g.\n"
+        "#   docker build --build-arg BASE_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 \\\n"
+        "#     --build-arg EXTRAS=bench,web -t REGISTRY/bandwall:TAG .\n"
+    )
+    return head + to_yaml(k8s_job(nodes, gpus_per_node, command, image, name)) + "\n"

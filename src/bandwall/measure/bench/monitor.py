@@ -136,55 +136,142 @@ def rates(a: Sample, b: Sample) -> dict[str, Any]:
     return out
 
 
+#: (metric, help, Sample field) for per-interface kernel counters: exported as counters in
+#: base units, named as Prometheus asks (bandwall_ prefix, unit suffix, `_total`).
+NIC_COUNTERS = (
+    ("bandwall_nic_rx_bytes", "Bytes received (kernel counter)", "rx_bytes"),
+    ("bandwall_nic_tx_bytes", "Bytes sent (kernel counter)", "tx_bytes"),
+    ("bandwall_nic_rx_packets", "Packets received", "rx_packets"),
+    ("bandwall_nic_tx_packets", "Packets sent", "tx_packets"),
+    ("bandwall_nic_rx_dropped_packets", "Received packets dropped", "rx_drop"),
+    ("bandwall_nic_tx_dropped_packets", "Packets dropped on send", "tx_drop"),
+    ("bandwall_nic_rx_errors", "Receive errors", "rx_errs"),
+    ("bandwall_nic_tx_errors", "Send errors", "tx_errs"),
+)
+#: RDMA port counters: data counters count 4-byte words, exported in bytes.
+RDMA_COUNTERS = (
+    ("bandwall_rdma_rx_bytes", "Bytes received on the RDMA port", "port_rcv_data", 4),
+    ("bandwall_rdma_tx_bytes", "Bytes sent on the RDMA port", "port_xmit_data", 4),
+    ("bandwall_rdma_rx_errors", "Receive errors on the RDMA port", "port_rcv_errors", 1),
+    (
+        "bandwall_rdma_tx_discarded_packets",
+        "Packets the RDMA port discarded on send",
+        "port_xmit_discards",
+        1,
+    ),
+    ("bandwall_rdma_symbol_errors", "Symbol errors on the RDMA link", "symbol_error", 1),
+    ("bandwall_rdma_link_downed", "Times the RDMA link went down", "link_downed", 1),
+)
+
+
+class MonitorCollector:
+    """Exposes the latest :class:`Sample` at scrape time. Totals are counters (rates belong
+    to PromQL's rate()); gauges only for levels: link up, speed, MTU, sample interval."""
+
+    def __init__(self, sys_net: Path | None = None) -> None:
+        self.sample: Sample | None = None
+        self.interval_s = 0.0
+        self.samples = 0
+        self.sys_net = sys_net
+        self.wall_time = 0.0
+
+    def update(self, s: Sample, interval_s: float = 0.0) -> None:
+        self.sample, self.interval_s = s, interval_s
+        self.samples += 1
+        self.wall_time = time.time()
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        from bandwall.measure.bench.probe import SYS_NET, nics
+
+        s = self.sample
+        samples = CounterMetricFamily(
+            "bandwall_monitor_samples", "Samples taken since start", value=self.samples
+        )
+        yield samples
+        if s is None:
+            return
+        for name, help_, key in NIC_COUNTERS:
+            fam = CounterMetricFamily(name, help_, labels=["iface"])
+            for iface, c in sorted(s.ifaces.items()):
+                fam.add_metric([iface], float(c.get(key, 0)))
+            yield fam
+        retrans = CounterMetricFamily(
+            "bandwall_tcp_retransmits", "TCP segments retransmitted (RetransSegs)"
+        )
+        retrans.add_metric([], float(s.tcp_retrans))
+        yield retrans
+        for name, help_, key, scale in RDMA_COUNTERS:
+            fam = CounterMetricFamily(name, help_, labels=["port"])
+            for port, c in sorted(s.rdma.items()):
+                if key in c:
+                    fam.add_metric([port], float(c[key] * scale))
+            yield fam
+        up = GaugeMetricFamily("bandwall_nic_up", "1 if the interface is up", labels=["iface"])
+        speed = GaugeMetricFamily(
+            "bandwall_nic_speed_bytes_per_second",
+            "Link speed the driver reports",
+            labels=["iface"],
+        )
+        mtu = GaugeMetricFamily("bandwall_nic_mtu_bytes", "Interface MTU", labels=["iface"])
+        for n in nics(self.sys_net or SYS_NET):
+            if n["name"] not in s.ifaces:
+                continue
+            up.add_metric([n["name"]], 1.0 if n["state"] == "up" else 0.0)
+            mtu.add_metric([n["name"]], float(n["mtu"]))
+            if n["speed_Mbps"]:
+                speed.add_metric([n["name"]], n["speed_Mbps"] * 1e6 / 8)
+        yield from (up, speed, mtu)
+        yield GaugeMetricFamily(
+            "bandwall_monitor_interval_seconds", "Seconds between samples", value=self.interval_s
+        )
+        yield GaugeMetricFamily(
+            "bandwall_monitor_last_sample_timestamp_seconds",
+            "Unix time of the last sample",
+            value=self.wall_time,
+        )
+
+
+def exposition(collector: MonitorCollector) -> str:
+    """The text a scrape returns (for tests and `--prometheus -` style dumps)."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(collector)
+    return str(generate_latest(registry).decode())
+
+
 class PrometheusExporter:
     """The same counters as Prometheus metrics on an HTTP endpoint (127.0.0.1 by default)."""
 
     def __init__(self, listen: str) -> None:
         try:
-            from prometheus_client import CollectorRegistry, Gauge, start_http_server
+            from prometheus_client import CollectorRegistry, start_http_server
         except ImportError:
             raise ConfigError(
                 "needs prometheus-client; pip install 'bandwall[bench]'", field="prometheus"
             ) from None
         host, _, port = listen.rpartition(":")
-        if not port.isdigit():
+        if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"{listen!r} must be [HOST]:PORT, e.g. :9100", field="prometheus")
         self.registry = CollectorRegistry()
-        labels = ["iface"]
-        self.g = {
-            "rx_bytes": Gauge(
-                "bandwall_nic_rx_bytes_total", "Bytes received", labels, registry=self.registry
-            ),
-            "tx_bytes": Gauge(
-                "bandwall_nic_tx_bytes_total", "Bytes sent", labels, registry=self.registry
-            ),
-            "rx_Gbps": Gauge(
-                "bandwall_nic_rx_gbps", "Receive rate, Gb/s", labels, registry=self.registry
-            ),
-            "tx_Gbps": Gauge(
-                "bandwall_nic_tx_gbps", "Send rate, Gb/s", labels, registry=self.registry
-            ),
-            "drops": Gauge(
-                "bandwall_nic_drops", "Drops in the last interval", labels, registry=self.registry
-            ),
-            "errors": Gauge(
-                "bandwall_nic_errors", "Errors in the last interval", labels, registry=self.registry
-            ),
-        }
-        self.retrans = Gauge(
-            "bandwall_tcp_retransmits_total", "TCP segments retransmitted", registry=self.registry
-        )
-        self.server, self.thread = start_http_server(
-            int(port), addr=host or "127.0.0.1", registry=self.registry
-        )
+        self.collector = MonitorCollector()
+        self.registry.register(self.collector)
+        self._last: float | None = None
+        try:
+            self.server, self.thread = start_http_server(
+                int(port), addr=host.strip("[]") or "127.0.0.1", registry=self.registry
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {listen!r}: {exc.strerror}", field="prometheus"
+            ) from None
 
-    def update(self, r: dict[str, Any]) -> None:
-        for name, v in r["ifaces"].items():
-            self.g["rx_bytes"].labels(name).set(v["rx_bytes_total"])
-            self.g["tx_bytes"].labels(name).set(v["tx_bytes_total"])
-            for k in ("rx_Gbps", "tx_Gbps", "drops", "errors"):
-                self.g[k].labels(name).set(v[k])
-        self.retrans.set(r["tcp_retrans_total"])
+    def update(self, s: Sample) -> None:
+        interval = s.t - self._last if self._last is not None else 0.0
+        self._last = s.t
+        self.collector.update(s, interval)
 
     def close(self) -> None:
         self.server.shutdown()

@@ -2,8 +2,12 @@
 
 Runs inside a torch.distributed process group (set up by torchrun, Slurm/Kubernetes through
 torchrun, or `--local N` through torch's own elastic launcher). Rank 0 computes statistics,
-writes every finished size to the results store and shows progress; every rank takes part in
-every measurement.
+writes every finished size to the results store and streams it as an nccl-tests row; every
+rank takes part in every measurement.
+
+A lost rank is named, not guessed: every rank publishes a heartbeat and where it is in the
+c10d store, so the rank whose collective times out can tell a frozen peer (no heartbeat) from
+a slow one, and says which it was.
 """
 
 from __future__ import annotations
@@ -13,15 +17,18 @@ import datetime as dt
 import os
 import platform
 import re
+import signal
 import socket
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from bandwall.errors import BenchmarkError
+from bandwall.errors import BenchmarkError, ConfigError
+from bandwall.measure.bench import nccl_format
 from bandwall.measure.bench.store import Store
 from bandwall.model.collectives import Op, busbw_factor
 
@@ -39,7 +46,8 @@ class BenchConfig:
     warmup: int = 5
     iters: int = 20
     dtype: str = "float32"
-    inplace: bool = False
+    #: None measures both, out-of-place then in-place, as nccl-tests does; True / False one.
+    inplace: bool | None = None
     check: bool = True
     backend: str = "auto"
     timeout_s: float = 300.0
@@ -48,6 +56,9 @@ class BenchConfig:
     link_iters: int = 10
     inject_error: bool = False
     progress: bool = True
+    #: Print nccl-tests rows on rank 0's stdout as each size finishes.
+    stream: bool = False
+    debug: bool = False
     args: dict[str, Any] = field(default_factory=dict)
 
 
@@ -113,7 +124,14 @@ class _Buffers:
     """Send/receive tensors for one (op, size), following nccl-tests' size conventions."""
 
     def __init__(
-        self, op: Op, size: int, cfg: BenchConfig, rank: int, world: int, device: Any
+        self,
+        op: Op,
+        size: int,
+        cfg: BenchConfig,
+        rank: int,
+        world: int,
+        device: Any,
+        inplace: bool = False,
     ) -> None:
         torch = _torch()
         self.torch = torch
@@ -123,7 +141,7 @@ class _Buffers:
         if op in (Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL):
             count = max(count // world, 1) * world
         self.op, self.count, self.elem = op, count, elem
-        self.rank, self.world, self.inplace = rank, world, cfg.inplace
+        self.rank, self.world, self.inplace = rank, world, inplace
         self.chunk = count // world
 
         def mk(n: int) -> Any:
@@ -132,18 +150,17 @@ class _Buffers:
         if op is Op.ALL_GATHER:
             self.recv = mk(count)
             self.send = (
-                self.recv.narrow(0, rank * self.chunk, self.chunk)
-                if cfg.inplace
-                else mk(self.chunk)
+                self.recv.narrow(0, rank * self.chunk, self.chunk) if inplace else mk(self.chunk)
             )
         elif op is Op.REDUCE_SCATTER:
             self.send = mk(count)
             self.recv = (
-                self.send.narrow(0, rank * self.chunk, self.chunk)
-                if cfg.inplace
-                else mk(self.chunk)
+                self.send.narrow(0, rank * self.chunk, self.chunk) if inplace else mk(self.chunk)
             )
         elif op is Op.ALL_TO_ALL:
+            # torch's all_to_all_single and send/recv pairs cannot share one buffer, and
+            # torch's all_reduce / broadcast / reduce are in-place by construction: for these
+            # the two nccl-tests columns time the same call.
             self.send, self.recv = mk(count), mk(count)
         else:
             self.send = mk(count)
@@ -246,12 +263,18 @@ def _sync(device: Any) -> None:
 
 
 def _measure(
-    op: Op, size: int, cfg: BenchConfig, rank: int, world: int, device: Any
+    op: Op,
+    size: int,
+    cfg: BenchConfig,
+    rank: int,
+    world: int,
+    device: Any,
+    inplace: bool = False,
 ) -> dict[str, Any] | None:
     import torch.distributed as dist
 
     torch = _torch()
-    buf = _Buffers(op, size, cfg, rank, world, device)
+    buf = _Buffers(op, size, cfg, rank, world, device, inplace)
     buf.fill()
     for _ in range(cfg.warmup):
         buf.run()
@@ -275,7 +298,7 @@ def _measure(
         got = buf.recv if op is not Op.ALL_REDUCE else buf.send
         if op in (Op.BROADCAST, Op.REDUCE):
             got = buf.send
-        if cfg.inject_error and rank == 0:
+        if cfg.inject_error and rank == 0 and inplace == bool(cfg.inplace):  # one side
             got.view(-1)[0] += 1
         wrong = count_wrong(got, buf.expected())
     stats = torch.tensor(np.append(times, 0.0), dtype=torch.float64, device=device)
@@ -292,7 +315,7 @@ def _measure(
         "size_bytes": buf.size_bytes,
         "count": buf.count,
         "dtype": cfg.dtype,
-        "inplace": int(cfg.inplace),
+        "inplace": int(inplace),
         "iters": cfg.iters,
         "time_p10_s": float(np.percentile(slowest, 10)),
         "time_median_s": median,
@@ -364,6 +387,153 @@ def _record(fn: Any) -> Any:
     return record(fn)
 
 
+def modes(cfg: BenchConfig) -> tuple[bool, ...]:
+    """The in-place settings each size is measured with (nccl-tests: both)."""
+    return (False, True) if cfg.inplace is None else (bool(cfg.inplace),)
+
+
+def _device_info(device: Any, local: int) -> dict[str, Any]:
+    if device.type == "cuda":
+        torch = _torch()
+        props = torch.cuda.get_device_properties(device)
+        bus = (
+            f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+            f"{getattr(props, 'pci_device_id', 0):02x}"
+        )
+        return {"device": device.index, "bus": bus, "device_name": props.name}
+    return {"device": local, "bus": "0000:00:00", "device_name": "cpu (gloo)"}
+
+
+def _default_store() -> Any:
+    """The c10d store the process group was built on (torchrun's / the elastic agent's)."""
+    try:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        return _get_default_store()
+    except Exception:  # private API: without it there is no heartbeat, only the timeout
+        return None
+
+
+class Beacon:
+    """Heartbeat and position of every rank, kept in the c10d store.
+
+    A background thread bumps ``bandwall/beat/<rank>`` every ``interval`` seconds with a
+    counter and where the rank is. A rank frozen by SIGSTOP, a debugger or a dead host stops
+    counting; a rank that is merely behind keeps counting but names an earlier step. The store
+    lives in the launcher (torchrun / elastic agent), so it still answers when a rank hangs.
+    """
+
+    PREFIX = "bandwall/beat/"
+
+    def __init__(self, rank: int, world: int, interval_s: float = 0.25) -> None:
+        self.rank, self.world, self.interval_s = rank, world, interval_s
+        self.where = "setup"
+        self.store = _default_store()
+        self._stop = threading.Event()
+        self._beats = 0
+        self._thread: threading.Thread | None = None
+        if self.store is not None:
+            self._publish()
+            self._thread = threading.Thread(target=self._run, name="bandwall-beat", daemon=True)
+            self._thread.start()
+
+    def at(self, where: str) -> str:
+        """Say where this rank is now (published at once: the step a rank froze in is the
+        one it announced last)."""
+        self.where = where
+        self._publish()
+        return where
+
+    def _publish(self) -> None:
+        if self.store is None:
+            return
+        self._beats += 1
+        with contextlib.suppress(Exception):  # a store hiccup must not end the benchmark
+            self.store.set(f"{self.PREFIX}{self.rank}", f"{self._beats}|{self.where}")
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._publish()
+
+    def _read(self) -> dict[int, tuple[int, str]]:
+        out: dict[int, tuple[int, str]] = {}
+        for r in range(self.world):
+            key = f"{self.PREFIX}{r}"
+            with contextlib.suppress(Exception):
+                if r != self.rank and self.store.check([key]):
+                    beats, _, where = self.store.get(key).decode().partition("|")
+                    out[r] = (int(beats), where)
+        return out
+
+    def diagnose(self, watch_s: float = 1.0) -> list[dict[str, Any]]:
+        """The other ranks that are frozen (no heartbeat over ``watch_s``) or never beat."""
+        if self.store is None:
+            return []
+        with contextlib.suppress(Exception):
+            self.store.set_timeout(dt.timedelta(seconds=2))
+        first = self._read()
+        time.sleep(max(watch_s, 4 * self.interval_s))
+        second = self._read()
+        out = []
+        for r in range(self.world):
+            if r == self.rank:
+                continue
+            if r not in second:
+                out.append({"rank": r, "where": "setup", "state": "never started"})
+            elif r in first and second[r][0] == first[r][0]:
+                out.append({"rank": r, "where": second[r][1], "state": "hung"})
+        return out
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "timed out" in text or "timeout" in text or type(exc).__name__ == "DistBackendError"
+
+
+def _blame(
+    exc: BaseException,
+    rank: int,
+    where: str,
+    cfg: BenchConfig,
+    beacon: Beacon | None,
+    everyone: list[Any],
+) -> tuple[str, list[int]]:
+    """One line saying which rank stopped the run, and the PIDs of frozen peers on this host.
+
+    A timed-out rank looks at the heartbeats: a peer whose counter stopped is blamed (and its
+    PID returned, so it can be killed once the diagnosis is recorded: SIGKILL works on a
+    stopped process, and the launcher then does not wait out its grace period for it).
+    Otherwise the error is this rank's own."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", (str(exc).splitlines() or [""])[0])[:300]
+    own = f"rank {rank}: {where}: {type(exc).__name__}: {text}"
+    if beacon is None or not _is_timeout(exc):
+        return own, []
+    frozen = beacon.diagnose()
+    if not frozen:
+        return own, []
+    host = socket.gethostname()
+    pids = []
+    for f in frozen:
+        peer = next((p for p in everyone if p and p.get("rank") == f["rank"]), None)
+        if peer and peer.get("hostname") == host and peer.get("pid") not in (None, os.getpid()):
+            pids.append(int(peer["pid"]))
+    culprits = "; ".join(f"rank {f['rank']} {f['state']} during {f['where']}" for f in frozen)
+    return f"{culprits} (rank {rank} Timed out after {cfg.timeout_s:g} s waiting in {where})", pids
+
+
+def _leave_diagnosis(rank: int, msg: str) -> None:
+    """Hand the diagnosis to `--local`'s launcher before anything else can stop this rank."""
+    folder = os.environ.get("BANDWALL_DIAG_DIR")
+    if folder:
+        with contextlib.suppress(OSError), open(os.path.join(folder, f"rank-{rank}.txt"), "w") as f:
+            f.write(msg)
+    elif rank != 0:
+        sys.stderr.write(f"error: {msg}\n")
+
+
 @_record
 def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
     """Entry point of one rank. Returns, on rank 0, the run id and the rows measured."""
@@ -378,32 +548,39 @@ def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
     device = torch.device("cuda", local) if backend == "nccl" else torch.device("cpu")
     if backend == "nccl":
         torch.cuda.set_device(device)
+    beacon = Beacon(rank, world)
     store = run_id = None
-    if rank == 0:
-        store = Store(cfg.db)
-        run_id = store.start_run(
-            cfg.kind,
-            world,
-            backend,
-            host_info(),
-            versions(),
-            {**cfg.args, **asdict(cfg), "token": os.environ.get("BANDWALL_RUN_TOKEN")},
-        )
-    me = {"rank": rank, "hostname": socket.gethostname(), "pid": os.getpid()}
     everyone: list[Any] = [None] * world
-    dist.all_gather_object(everyone, me)
-    if store and run_id:
-        store.set_ranks(run_id, everyone)
     rows: list[dict[str, Any]] = []
     where = "setup"
     progress = _Progress(cfg, world, enabled=rank == 0 and cfg.progress)
+    out = _Stream(cfg, world, enabled=rank == 0 and cfg.stream and cfg.kind == "collectives")
     try:
+        if rank == 0:
+            store = Store(cfg.db)
+            run_id = store.start_run(
+                cfg.kind,
+                world,
+                backend,
+                host_info(),
+                versions(),
+                {**cfg.args, **asdict(cfg), "token": os.environ.get("BANDWALL_RUN_TOKEN")},
+            )
+        me = {
+            "rank": rank,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+            **_device_info(device, local),
+        }
+        dist.all_gather_object(everyone, me)
+        if store and run_id:
+            store.set_ranks(run_id, everyone)
         if cfg.kind == "links":
             for src in range(world):
                 for dst in range(world):
                     if src == dst:
                         continue
-                    where = f"link {src}->{dst}"
+                    where = beacon.at(f"link {src}->{dst}")
                     row = _measure_link(src, dst, cfg, rank, device)
                     dist.barrier()
                     rows.extend(_gather_rows(row, rank, world, device))
@@ -414,28 +591,79 @@ def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
         else:
             for name in cfg.ops:
                 op = Op(name)
+                out.begin(op, everyone)
                 for size in cfg.sizes:
-                    where = f"{op.value} at {size} bytes"
-                    row = _measure(op, size, cfg, rank, world, device)
-                    if row is not None and store and run_id:
-                        store.add_result(run_id, row)
-                        rows.append(row)
+                    done: dict[bool, dict[str, Any]] = {}
+                    for inplace in modes(cfg):
+                        where = beacon.at(
+                            f"{op.value} at {size} bytes"
+                            + (" in-place" if inplace and cfg.inplace is None else "")
+                        )
+                        row = _measure(op, size, cfg, rank, world, device, inplace)
+                        if row is not None and store and run_id:
+                            store.add_result(run_id, row)
+                            rows.append(row)
+                            done[inplace] = row
+                    out.row(op, done.get(False), done.get(True))
                     progress.advance(where)
+                out.end(op)
         if store and run_id:
             store.finish_run(run_id, "complete")
     except Exception as exc:  # a lost rank or a timeout surfaces as a backend error
-        text = re.sub(r"^\[[^\]]*\]\s*", "", str(exc).splitlines()[0])  # gloo source path
-        msg = f"rank {rank}: {where}: {type(exc).__name__}: {text[:300]}"
+        msg, frozen = _blame(exc, rank, where, cfg, beacon, everyone)
         if store and run_id:
-            store.finish_run(run_id, "failed", msg)
-        progress.close()
-        raise BenchmarkError(msg) from exc
+            with contextlib.suppress(BenchmarkError, ConfigError):
+                store.finish_run(run_id, "failed", msg)
+        if frozen:
+            _leave_diagnosis(rank, msg)
+        for pid in frozen:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        raise BenchmarkError(msg) from (exc if cfg.debug else None)
     finally:
+        beacon.close()
         progress.close()
         if store:
             store.close()
     dist.destroy_process_group()
     return {"run_id": run_id, "rows": rows} if rank == 0 else None
+
+
+class _Stream:
+    """nccl-tests rows on rank 0's stdout, one line as each size finishes (both modes)."""
+
+    def __init__(self, cfg: BenchConfig, world: int, enabled: bool) -> None:
+        self.cfg, self.world, self.enabled = cfg, world, enabled
+        self.sides: list[dict[str, Any]] = []
+
+    def _write(self, text: str) -> None:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+    def begin(self, op: Op, ranks: list[Any]) -> None:
+        if not self.enabled:
+            return
+        self.sides = []
+        cfg = self.cfg
+        note = (
+            f"bandwall: {len(ranks)} ranks; time = median over {cfg.iters} iterations of the "
+            "slowest rank (nccl-tests prints the mean)"
+        )
+        self._write(
+            nccl_format.preamble(
+                op, cfg.sizes, cfg.warmup, cfg.iters, cfg.check, [r for r in ranks if r], note
+            )
+        )
+
+    def row(self, op: Op, out_of_place: dict[str, Any] | None, in_place: Any) -> None:
+        if not self.enabled or (out_of_place is None and in_place is None):
+            return
+        self.sides += [s for s in (out_of_place, in_place) if s is not None]
+        self._write(nccl_format.result_line(op, self.world, out_of_place, in_place, self.cfg.check))
+
+    def end(self, op: Op) -> None:
+        if self.enabled:
+            self._write(nccl_format.footer(op, self.sides, self.cfg.check))
 
 
 def _gather_rows(

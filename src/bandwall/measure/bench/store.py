@@ -3,7 +3,11 @@
 Each finished size is its own committed transaction (WAL journal), so a run killed halfway
 leaves a consistent database holding the sizes already measured, and a run row still marked
 'running'. Default location: $BANDWALL_DB, else $XDG_DATA_HOME/bandwall/results.db
-(~/.local/share/bandwall/results.db).
+(~/.local/share/bandwall/results.db); only that default folder is ever created.
+
+Whatever SQLite says about a file (not a database, corrupt, someone else's tables, locked)
+reaches the caller as one ConfigError(field="db") naming the file: the CLI prints one line,
+the web maps it to an error response, nobody sees a sqlite3 traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,6 +82,10 @@ CREATE TABLE IF NOT EXISTS links (
 );
 """
 
+RUN_FIELDS = "id, created_at, kind, status, error, world_size, backend, host, versions, args"
+#: The columns an existing database must have for bandwall to read and write it.
+_EXPECTED: dict[str, set[str]] = {}
+
 RESULT_COLUMNS = (
     "op",
     "size_bytes",
@@ -117,12 +125,38 @@ LINK_COLUMNS = (
 )
 
 
+_EXPECTED.update(
+    runs=set(RUN_FIELDS.split(", ")),
+    results={"run_id", *RESULT_COLUMNS},
+    train={"run_id", *TRAIN_COLUMNS},
+    links={"run_id", *LINK_COLUMNS},
+)
+
+
 def default_db_path() -> Path:
     env = os.environ.get("BANDWALL_DB")
     if env:
         return Path(env)
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "bandwall" / "results.db"
+
+
+def _check_parent(path: Path, explicit: bool) -> None:
+    """Only the default location's folder is created; a --db (or $BANDWALL_DB) in a folder
+    that does not exist is a typo, not a request to build a directory tree."""
+    parent = path.parent
+    if parent.is_dir():
+        return
+    if explicit:
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise ConfigError(
+            f"{str(path)!r}: folder {str(parent)!r} {what}; create it first or choose another --db",
+            field="db",
+        )
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {str(parent)!r}: {exc.strerror}", field="db") from None
 
 
 @dataclass(frozen=True)
@@ -153,21 +187,70 @@ class Run:
 
 
 class Store:
-    """A handle on one results database; safe to open from one writer at a time."""
+    """A handle on one results database; safe to open from one writer at a time.
+
+    Every SQLite failure (a corrupt file, a foreign database, a locked or read-only one) comes
+    out as one :class:`ConfigError` naming the file, never as a bare ``sqlite3`` traceback, so
+    the CLI prints one line and the web can map it.
+    """
 
     def __init__(self, path: str | Path | None = None) -> None:
         self.path = Path(path) if path else default_db_path()
+        _check_parent(self.path, explicit=bool(path) or bool(os.environ.get("BANDWALL_DB")))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"cannot open {str(self.path)!r}: {exc}", field="db") from None
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+            raise self._error(exc) from None
+        try:
+            self._check_schema()
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise self._error(exc) from None
+
+    def _error(self, exc: BaseException) -> ConfigError:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+            text = "not a bandwall results database (file is not SQLite or is corrupt)"
+        return ConfigError(f"{str(self.path)!r}: {text}", field="db")
+
+    def _check_schema(self) -> None:
+        """A database that has tables but not ours (or ours with other columns) is refused
+        before anything is written to it."""
+        tables = dict(
+            self._db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+        )
+        if not tables:
+            return
+        for name, cols in _EXPECTED.items():
+            if name not in tables:
+                continue
+            have = {r[1] for r in self._db.execute(f"PRAGMA table_info({name})").fetchall()}
+            if not cols <= have:
+                missing = ", ".join(sorted(cols - have))
+                raise sqlite3.DatabaseError(
+                    f"not a bandwall results database (table {name} lacks {missing})"
+                )
+        if "runs" not in tables:
+            raise sqlite3.DatabaseError(
+                "not a bandwall results database (it has tables "
+                + ", ".join(sorted(tables)[:5])
+                + " but no runs table)"
+            )
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        """Turn a SQLite failure in the middle of a read into the one-line error."""
+        try:
+            yield
+        except (sqlite3.Error, ValueError, TypeError) as exc:  # ValueError: a mangled JSON cell
+            raise self._error(exc) from None
 
     def close(self) -> None:
-        self._db.close()
+        with suppress(sqlite3.Error):
+            self._db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -177,13 +260,28 @@ class Store:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
         try:
             yield self._db
+        except sqlite3.Error as exc:
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            raise self._error(exc) from None
         except BaseException:
-            self._db.execute("ROLLBACK")
+            with suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        try:
+            self._db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise self._error(exc) from None
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._guard():
+            return list(self._db.execute(sql, params).fetchall())
 
     def start_run(
         self,
@@ -237,10 +335,11 @@ class Store:
             )
 
     def train(self, run_id: int) -> list[dict[str, Any]]:
-        cur = self._db.execute(
-            f"SELECT {', '.join(TRAIN_COLUMNS)} FROM train WHERE run_id = ?", (run_id,)
+        rows = self._read(
+            f"SELECT {', '.join(TRAIN_COLUMNS)} FROM train WHERE run_id = ? ORDER BY model",
+            (run_id,),
         )
-        return [dict(zip(TRAIN_COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        return [dict(zip(TRAIN_COLUMNS, r, strict=True)) for r in rows]
 
     def set_ranks(self, run_id: int, ranks: list[dict[str, Any]]) -> None:
         """Record which host and process each rank is (for post-mortems of lost ranks)."""
@@ -257,15 +356,18 @@ class Store:
             )
 
     def runs(self) -> list[Run]:
-        rows = self._db.execute("SELECT * FROM runs ORDER BY id").fetchall()
-        return [self._run(r) for r in rows]
+        rows = self._read(f"SELECT {RUN_FIELDS} FROM runs ORDER BY id")
+        with self._guard():
+            return [self._run(r) for r in rows]
 
     def run(self, run_id: int) -> Run:
-        row = self._db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        rows = self._read(f"SELECT {RUN_FIELDS} FROM runs WHERE id = ?", (run_id,))
+        row = rows[0] if rows else None
         if row is None:
             known = ", ".join(str(r.id) for r in self.runs()) or "none"
             raise ConfigError(f"no run {run_id} in {str(self.path)!r}; runs: {known}", field="run")
-        return self._run(row)
+        with self._guard():
+            return self._run(row)
 
     def latest(self, kind: str | None = None) -> Run:
         runs = [r for r in self.runs() if kind is None or r.kind == kind]
@@ -274,26 +376,26 @@ class Store:
         return runs[-1]
 
     def results(self, run_id: int) -> list[dict[str, Any]]:
-        cur = self._db.execute(
+        rows = self._read(
             f"SELECT {', '.join(RESULT_COLUMNS)} FROM results WHERE run_id = ? "
             "ORDER BY op, inplace, size_bytes",
             (run_id,),
         )
-        return [dict(zip(RESULT_COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        return [dict(zip(RESULT_COLUMNS, r, strict=True)) for r in rows]
 
     def links(self, run_id: int) -> list[dict[str, Any]]:
-        cur = self._db.execute(
+        rows = self._read(
             f"SELECT {', '.join(LINK_COLUMNS)} FROM links WHERE run_id = ? ORDER BY src, dst",
             (run_id,),
         )
-        return [dict(zip(LINK_COLUMNS, r, strict=True)) for r in cur.fetchall()]
+        return [dict(zip(LINK_COLUMNS, r, strict=True)) for r in rows]
 
     def count_rows(self, run_id: int) -> int:
         """Measurements of any kind a run holds."""
         return len(self.results(run_id)) + len(self.links(run_id)) + len(self.train(run_id))
 
     def integrity_ok(self) -> bool:
-        return bool(self._db.execute("PRAGMA integrity_check").fetchone()[0] == "ok")
+        return bool(self._read("PRAGMA integrity_check")[0][0] == "ok")
 
     @staticmethod
     def _run(r: tuple[Any, ...]) -> Run:

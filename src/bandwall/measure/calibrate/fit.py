@@ -2,16 +2,29 @@
 profile, and check predictions against measurements.
 
 The model for a run of n ranks, one per host, on one switched link type: for each op with its
-algorithm fixed, time = α·L + S·F / B_eff (L steps, F the bytes factor, both read off the model
-itself). α and 1/B_eff are fitted by least squares on relative error; B_eff divided by the
-nominal link rate (a lab run records it) is the fabric's efficiency. Profiles are TOML files in
-the catalog's fabric format, so `--fabric measured:NAME` works wherever a fabric key does.
+algorithm fixed (what the run's backend runs, `MEASURED_ALGO`), time = α·L + S·F / B_eff +
+jitter, with L the latency steps and F the bytes factor, both read off the model itself.
+
+- Jitter comes first, from the spread of the measured times: the part of (p90 − p10) that
+  does not grow with size is the run-to-run spread of the latency; for a shifted-exponential
+  per-step delay of mean μ = σ, a collective of L steps waiting on n ranks has mean
+  L·μ + σ·√L·(H_n − 1) (`bandwall.model.collectives.expected_max_jitter_s`).
+- α and 1/B_eff are then fitted by least squares on relative error, separately for large
+  messages (>= `min_size`, what the link sustains) and small ones (below it, where per-message
+  costs and shaping bursts dominate); B_eff over the nominal link rate is the efficiency.
+- Per-op factors (measured bandwidth term / model) are fitted on the large messages.
+
+Every fitted value lands in the profile and every one is used by the model: latency_us,
+efficiency, jitter_mean_us/jitter_std_us, small_message_bytes/small_latency_us/
+small_efficiency, op_time_factors. Profiles are TOML files in the catalog's fabric format, so
+`--fabric measured:NAME` works wherever a fabric key does.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -22,22 +35,26 @@ from bandwall.catalog import FabricSpec
 from bandwall.catalog.loader import check_profile_name, profile_dir
 from bandwall.errors import ConfigError
 from bandwall.measure.bench.store import Run, Store
-from bandwall.model.collectives import Algo, Op, collective_time_s
+from bandwall.model.collectives import Algo, Op, collective_time_s, harmonic
 from bandwall.model.topology import Link, Topology
 from bandwall.units import GB
 
-#: What gloo (and NCCL's default tuner at these sizes) runs for each op.
+#: What Gloo runs for each op (pytorch ProcessGroupGloo: ring all_reduce/all_gather,
+#: reduce_scatter as a ring all_reduce, binomial-tree broadcast, ring reduce + gather, direct
+#: all_to_all) and, for NCCL runs, the algorithm family its tuner takes at these sizes.
 MEASURED_ALGO = {
     Op.ALL_REDUCE: Algo.RING,
     Op.ALL_GATHER: Algo.RING,
     Op.REDUCE_SCATTER: Algo.RING,
-    Op.BROADCAST: Algo.RING,
+    Op.BROADCAST: Algo.TREE,
     Op.REDUCE: Algo.RING,
     Op.ALL_TO_ALL: Algo.DIRECT,
     Op.SEND_RECV: Algo.DIRECT,
 }
 #: Below this, 2-core machines measure CPU time, not the network (shared/LAB-NOTES.md).
 DEFAULT_MIN_SIZE = 1 << 20
+#: (p90 − p10) of a normal spread is 2 × 1.2816 standard deviations.
+P10_P90_SIGMAS = 2 * 1.2815515655446004
 
 
 def load_run(ref: str, db: str | None) -> tuple[Run, list[dict[str, Any]]]:
@@ -65,58 +82,150 @@ def nominal_rate_Gbps(run: Run) -> float | None:
     return min(rates) if rates else None
 
 
-def _single_level(link: Link) -> Topology:
-    return Topology(gpus_per_node=1, scale_up=None, scale_out=link, nics_per_node=1.0)
+def _single_level(link: Link, backend: str = "gloo") -> Topology:
+    """One rank per host on one link type, as bench runs are laid out."""
+    return Topology(
+        gpus_per_node=1, scale_up=None, scale_out=link, nics_per_node=1.0, backend=backend
+    )
 
 
-def _coefficients(op: Op, sizes: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def _coefficients(
+    op: Op, sizes: np.ndarray, n: int, backend: str = "gloo"
+) -> tuple[np.ndarray, np.ndarray]:
     """L (seconds per unit α) and F (seconds per byte at 1 B/s) of the model, per size."""
     algo = MEASURED_ALGO[op]
-    unit_alpha = _single_level(Link("a", bandwidth_Bps=np.inf, latency_s=1.0))
-    unit_beta = _single_level(Link("b", bandwidth_Bps=1.0, latency_s=0.0))
+    unit_alpha = _single_level(Link("a", bandwidth_Bps=np.inf, latency_s=1.0), backend)
+    unit_beta = _single_level(Link("b", bandwidth_Bps=1.0, latency_s=0.0), backend)
     L = collective_time_s(op, algo, sizes, n, unit_alpha)
     F = collective_time_s(op, algo, sizes, n, unit_beta)
     return np.asarray(L), np.asarray(F)
 
 
+def _design(
+    rows: list[dict[str, Any]], world: int, backend: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Measured times, L, F and sizes of `rows`."""
+    t = np.array([float(r["time_median_s"]) for r in rows])
+    L = np.empty(len(rows))
+    F = np.empty(len(rows))
+    for i, r in enumerate(rows):
+        li, fi = _coefficients(Op(r["op"]), np.array([float(r["size_bytes"])]), world, backend)
+        L[i], F[i] = li[0], fi[0]
+    return t, L, F, np.array([float(r["size_bytes"]) for r in rows])
+
+
+def fit_jitter(
+    rows: list[dict[str, Any]], world: int, backend: str = "gloo"
+) -> tuple[float, float]:
+    """Per-step jitter (mean μ, std σ) from the measured spread.
+
+    The spread (p90 − p10)/2.563 of each row, over √L (L steps each add σ²), is split by least
+    squares into a part that does not grow with size — σ, the latency jitter per step — and
+    one that does (bandwidth variation, not modelled); μ = σ as for a shifted exponential.
+    """
+    use = [r for r in rows if "time_p10_s" in r and "time_p90_s" in r and r.get("wrong", 0) == 0]
+    if len(use) < 2:
+        return 0.0, 0.0
+    _, L, _, sizes = _design(use, world, backend)
+    spread = np.array([max(float(r["time_p90_s"]) - float(r["time_p10_s"]), 0.0) for r in use])
+    per_step = spread / P10_P90_SIGMAS / np.sqrt(np.maximum(L, 1.0))
+    A = np.stack([np.ones_like(sizes), sizes], axis=1)
+    (sigma, slope), *_ = np.linalg.lstsq(A, per_step, rcond=None)
+    if slope < 0:  # no size-proportional part: all of the spread is latency jitter
+        sigma = float(np.mean(per_step))
+    if sigma <= 0 or not math.isfinite(sigma):
+        return 0.0, 0.0
+    return float(sigma), float(sigma)
+
+
+def _jitter_s(L: np.ndarray, world: int, mu: float, sigma: float) -> np.ndarray:
+    return np.asarray(L * mu + np.sqrt(L) * sigma * (float(harmonic(world)) - 1))
+
+
+def _least_squares(
+    t: np.ndarray, L: np.ndarray, F: np.ndarray, group: np.ndarray | None = None
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """α (shared) and β = 1/B_eff per group (op) minimising the relative error of
+    α·L + β_group·F against t; returns α, the β of each group and the model times."""
+    g = np.zeros(len(t), dtype=np.intp) if group is None else group
+    k = int(g.max()) + 1
+    cols = [L / t] + [np.where(g == j, F, 0.0) / t for j in range(k)]
+    coef, *_ = np.linalg.lstsq(np.stack(cols, axis=1), np.ones_like(t), rcond=None)
+    alpha, beta = float(coef[0]), np.asarray(coef[1:], dtype=np.float64)
+    if alpha < 0 or np.any(beta <= 0):
+        if np.all(beta > 0) or alpha < 0:  # latency unidentifiable: bandwidth alone
+            alpha = 0.0
+            beta = np.array(
+                [np.sum((F / t)[g == j]) / np.sum(((F / t)[g == j]) ** 2) for j in range(k)]
+            )
+        else:  # bandwidth unidentifiable (tiny messages only): latency alone
+            beta = np.zeros(k)
+            alpha = float(np.sum(L / t) / np.sum((L / t) ** 2))
+    return alpha, beta, alpha * L + beta[g] * F
+
+
 def fit_run(
-    rows: list[dict[str, Any]], world: int, min_size: int = DEFAULT_MIN_SIZE
+    rows: list[dict[str, Any]],
+    world: int,
+    min_size: int = DEFAULT_MIN_SIZE,
+    *,
+    backend: str = "gloo",
 ) -> dict[str, Any]:
-    """α and B_eff by least squares on relative error over rows ≥ min_size."""
-    use = [r for r in rows if r["size_bytes"] >= min_size and r["wrong"] == 0]
+    """Jitter from the spread, then α (shared) and B_eff per op by least squares on relative
+    error over rows >= min_size: B_eff is all_reduce's (else the op with most rows) and every
+    op's factor is its B_eff relative to that; then a separate α and B_eff for the rows below
+    min_size (when there are two sizes)."""
+    correct = [r for r in rows if r["wrong"] == 0]
+    use = [r for r in correct if r["size_bytes"] >= min_size]
     if len(use) < 2:
         raise ConfigError(
             f"need at least 2 correct rows of >= {min_size} bytes to fit, found {len(use)}",
             field="results",
         )
-    t = np.array([r["time_median_s"] for r in use])
-    L = np.empty(len(use))
-    F = np.empty(len(use))
-    for i, r in enumerate(use):
-        li, fi = _coefficients(Op(r["op"]), np.array([float(r["size_bytes"])]), world)
-        L[i], F[i] = li[0], fi[0]
-    A = np.stack([L / t, F / t], axis=1)
-    (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
-    if alpha < 0:  # latency unidentifiable from these sizes: fit bandwidth alone
-        alpha = 0.0
-        beta = float(np.sum(F / t) / np.sum((F / t) ** 2))
-    pred = alpha * L + beta * F
+    mu, sigma = fit_jitter(correct, world, backend)
+    t, L, F, _ = _design(use, world, backend)
+    ops = sorted({r["op"] for r in use}, key=lambda o: (o != "all_reduce", o))
+    if "all_reduce" not in ops:
+        ops.sort(key=lambda o: -sum(r["op"] == o for r in use))
+    group = np.array([ops.index(r["op"]) for r in use], dtype=np.intp)
+    jit = _jitter_s(L, world, mu, sigma)
+    net = np.maximum(t - jit, t * 1e-6)
+    alpha, betas, model = _least_squares(net, L, F, group)
+    beta = float(betas[0])
+    pred = model + jit
     rel = pred / t - 1
     ss_res = float(np.sum((t - pred) ** 2))
     ss_tot = float(np.sum((t - t.mean()) ** 2)) or 1.0
-    per_op = {}
-    for op in sorted({r["op"] for r in use}):
-        idx = [i for i, r in enumerate(use) if r["op"] == op]
-        per_op[op] = float(np.median([(t[i] - alpha * L[i]) / (beta * F[i]) for i in idx]))
+    per_op = {op: float(betas[i] / beta) for i, op in enumerate(ops)} if beta > 0 else {}
+    small: dict[str, Any] | None = None
+    below = [r for r in correct if r["size_bytes"] < min_size]
+    if len({r["size_bytes"] for r in below}) >= 2:
+        ts, Ls, Fs, _ = _design(below, world, backend)
+        # the per-op factors fitted on large messages also apply below the cut
+        factor = np.array([per_op.get(r["op"], 1.0) for r in below])
+        jit_s = _jitter_s(Ls, world, mu, sigma)
+        a_s, b_s, model_s = _least_squares(np.maximum(ts - jit_s, ts * 1e-6), Ls, Fs * factor)
+        if b_s[0] > 0:
+            small = {
+                "max_size_bytes": min_size,
+                "latency_s": a_s,
+                "bandwidth_Bps": float(1 / b_s[0]),
+                "rows": len(below),
+                "median_abs_error": float(np.median(np.abs((model_s + jit_s) / ts - 1))),
+            }
     return {
-        "latency_s": float(alpha),
-        "bandwidth_Bps": float(1 / beta),
+        "latency_s": alpha,
+        "bandwidth_Bps": float(1 / beta) if beta > 0 else math.inf,
+        "jitter_mean_s": mu,
+        "jitter_std_s": sigma,
         "rows": len(use),
         "r2": 1 - ss_res / ss_tot,
         "median_abs_error": float(np.median(np.abs(rel))),
         "max_abs_error": float(np.max(np.abs(rel))),
         "op_time_factors": per_op,
         "min_size_bytes": min_size,
+        "small": small,
+        "backend": backend,
     }
 
 
@@ -133,9 +242,7 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
         f"({run.created_at}); fit over {fit['rows']} rows >= {fit['min_size_bytes']} B, "
         f"R2 {fit['r2']:.4f}, median error {fit['median_abs_error']:.1%}"
     )
-    notes = "per-op time factors (reported, not applied): " + ", ".join(
-        f"{op} {k:.3f}" for op, k in fit["op_time_factors"].items()
-    )
+    factors = ", ".join(f"{op} = {k:.6g}" for op, k in fit["op_time_factors"].items())
     lines = [
         "[[fabric]]",
         f"key = {q('measured:' + name)}",
@@ -144,14 +251,25 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
         f'transport = "{"tcp" if tcp else "roce"}"',
         f"bandwidth_Gbps = {rate:.6g}",
         f"latency_us = {fit['latency_s'] * 1e6:.6g}",
-        "jitter_mean_us = 0.0",
-        "jitter_std_us = 0.0",
+        f"jitter_mean_us = {fit.get('jitter_mean_s', 0.0) * 1e6:.6g}",
+        f"jitter_std_us = {fit.get('jitter_std_s', 0.0) * 1e6:.6g}",
         f"efficiency = {eff:.6g}",
         f"rdma = {'false' if tcp else 'true'}",
         "in_network_reduction = false",
+        f"op_time_factors = {{ {factors} }}",
+    ]
+    small = fit.get("small")
+    if small:
+        small_eff = small["bandwidth_Bps"] * 8 / GB / rate
+        lines += [
+            f"small_message_bytes = {int(small['max_size_bytes'])}",
+            f"small_latency_us = {small['latency_s'] * 1e6:.6g}",
+            f"small_efficiency = {small_eff:.6g}",
+        ]
+    lines += [
         f"source = {q(source)}",
         f"as_of = {dt.date.today().isoformat()}",
-        f"notes = {q(notes)}",
+        f"notes = {q('all fitted parameters are applied by the model')}",
     ]
     path = profile_dir() / f"{name}.toml"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -170,7 +288,7 @@ def validate_run(
     link = Link.from_fabric(fabric)
     if bandwidth_Gbps is not None:
         link = link.with_overrides(bandwidth_Bps=bandwidth_Gbps * GB / 8)
-    topo = _single_level(link)
+    topo = _single_level(link, run.backend if run.backend == "gloo" else "nccl")
     out = []
     for r in rows:
         op = Op(r["op"])
@@ -216,7 +334,11 @@ def predict_train(
     buckets = max(1, int(np.ceil(grads / (bucket_MiB * 2**20))))
     t_bucket = float(
         collective_time_s(
-            Op.ALL_REDUCE, MEASURED_ALGO[Op.ALL_REDUCE], grads / buckets, world, _single_level(link)
+            Op.ALL_REDUCE,
+            MEASURED_ALGO[Op.ALL_REDUCE],
+            grads / buckets,
+            world,
+            _single_level(link, str(row.get("backend", "gloo"))),
         )
     )
     compute = float(row["compute_median_s"])
