@@ -36,8 +36,10 @@ DEFAULT_BATCH_TOKENS = 2**22
 #: Default CNN global batch: fixed whatever the GPU count, as a real run's hyperparameters are
 #: (Goyal et al. 2017 train ResNet-50 at 256-8,192 images; 1,024 = 64 per GPU on 16 GPUs).
 DEFAULT_CNN_BATCH = 1024
-#: Most grid points one sweep may ask for (the CSV would not be read beyond that).
-MAX_SWEEP_POINTS = 5_000_000
+#: Most grid points one sweep may ask for, and the memory its columns may take: every point is
+#: a row of ~60 float64 metrics, built twice while the columns are assembled.
+MAX_SWEEP_POINTS = 2_000_000
+MAX_SWEEP_BYTES = 2 * 2**30
 #: Rows priced per vectorised pass (points × searched layouts): bounds peak memory to a few
 #: hundred MB whatever the grid.
 CHUNK_ROWS = 1 << 18
@@ -281,9 +283,12 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
     """
     axes = {k: _axis_values(req, k, list(v)) for k, v in (axes or {}).items()}
     total = math.prod(len(v) for v in axes.values())
-    if total > MAX_SWEEP_POINTS:
+    estimate = total * len(dataclasses.fields(Metrics)) * 8 * 2
+    if total > MAX_SWEEP_POINTS or estimate > MAX_SWEEP_BYTES:
         raise ConfigError(
-            f"the grid has {total:,} points; at most {MAX_SWEEP_POINTS:,}",
+            f"the grid has {total:,} points (~{estimate / 2**30:,.1f} GiB of results); at most "
+            f"{MAX_SWEEP_POINTS:,} points and {MAX_SWEEP_BYTES / 2**30:,.0f} GiB: sweep fewer "
+            "values or split the grid",
             field=next(iter(axes)),
         )
     if total == 0:
