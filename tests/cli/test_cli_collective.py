@@ -181,9 +181,9 @@ def test_catalog_lists_sources(run_cli) -> None:  # type: ignore[no-untyped-def]
     table = run_cli("catalog", "gpus")
     assert table.code == 0 and "H100-" in table.out  # the table may fold long names
     both = json.loads(run_cli("catalog", "--json").out)
-    assert set(both) == {"gpus", "fabrics", "providers", "failures"}
+    assert set(both) == {"gpus", "fabrics", "providers", "failures", "perf", "power"}
     bad = run_cli("catalog", "switches")
-    assert bad.code == 2 and "fabrics, failures, gpus, providers" in bad.err
+    assert bad.code == 2 and "fabrics, failures, gpus, perf, power, providers" in bad.err
 
 
 def test_no_arguments_prints_help(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -14,6 +14,7 @@ import typer
 from typer.exceptions import TyperException
 
 from bandwall import __version__
+from bandwall.cli import infer as infer_cli
 from bandwall.cli import measure, show
 from bandwall.cli.options import expand, request, with_request_options
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
@@ -28,7 +29,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures")
+CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures", "perf", "power")
 
 
 def _version(value: bool) -> None:
@@ -56,6 +57,7 @@ def catalog(
 ) -> None:
     """List the hardware catalog with the source and date of every figure."""
     from bandwall.catalog import load_catalog
+    from bandwall.catalog.power import power_table
     from bandwall.report.tables import catalog_table
 
     kinds = CATALOG_KINDS if not kind else (kind.lower(),)
@@ -70,6 +72,8 @@ def catalog(
         ],
         "providers": [p.model_dump(mode="json") for p in cat.providers.values()],
         "failures": [f.model_dump(mode="json") for f in cat.failures.values()],
+        "perf": [g.model_dump(mode="json") for g in cat.perf.values()],
+        "power": power_table(),
     }
     if as_json:
         print_json(tables[kinds[0]] if kind else tables)
@@ -256,14 +260,28 @@ def compare(
     presets_: Annotated[
         str, typer.Option("--presets", help="Comma-separated presets (default: all).")
     ] = "",
+    infer: Annotated[
+        bool, typer.Option("--infer", help="Compare serving cost and latency per token.")
+    ] = False,
+    infer_models: Annotated[
+        str, typer.Option(help="With --infer: models to compare, comma-separated.")
+    ] = "",
+    chart: Annotated[str | None, typer.Option(help="With --infer: save a PNG chart.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Run one job on several infrastructures side by side."""
+    """Run one job on several infrastructures side by side (training, or serving with
+    --infer)."""
     from bandwall.planning.api import compare as compare_plans
     from bandwall.planning.presets import presets
     from bandwall.report.tables import compare_tables
 
     keys = _split(presets_, "presets") if presets_ else list(presets())
+    if infer:
+        from bandwall.cli.infer import run_compare_infer
+
+        models = _split(infer_models, "infer_models") if infer_models else None
+        run_compare_infer(fields, keys, models=models, as_json=as_json, chart=chart)
+        return
     plans = compare_plans(request(fields, preset=keys[0]), keys)
     if as_json:
         print_json([p.to_json() for p in plans])
@@ -488,6 +506,7 @@ app.add_typer(measure.launch_app, name="launch")
 app.add_typer(measure.results_app, name="results")
 app.add_typer(measure.import_app, name="import")
 app.add_typer(measure.lab_app, name="lab")
+app.command("infer")(infer_cli.infer)
 app.command("plot")(show.plot)
 app.command("report")(show.report)
 app.command("serve")(show.serve)

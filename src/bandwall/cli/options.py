@@ -75,7 +75,8 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     return text
 
 
-def _option(name: str, multi: bool) -> inspect.Parameter:
+def option_parameter(name: str, multi: bool) -> inspect.Parameter:
+    """The Typer parameter of one request field (a comma list/range when `multi`)."""
     info = PlanRequest.model_fields[name]
     flag = "--" + field_flag(name)
     ann = _base_type(info)
@@ -126,7 +127,7 @@ def with_request_options(
             fn(fields=fields, **kwargs)
 
         wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            own + [_option(n, multi) for n in names]
+            own + [option_parameter(n, multi) for n in names]
         )
         return wrapper
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from bandwall.catalog import FailureSpec, GpuSpec, Precision
 from bandwall.catalog.perf import GpuPerf
+from bandwall.model.energy import EnergyProfile
 from bandwall.model.topology import Link, Numeric, Topology
 
 
@@ -49,6 +50,8 @@ class Cluster:
     congestion_control: str = "cubic"
     tcp_window_bytes: float | None = None
     in_network: bool | None = None
+    energy: EnergyProfile | None = None
+    """Power, PUE, grid and electricity price (None: energy not priced)."""
 
     @property
     def peak_flops(self) -> float:

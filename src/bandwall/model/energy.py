@@ -101,7 +101,7 @@ def network_W_per_port(
     optics the switch ends draw `cpo_optics_W`).
 
     >>> float(network_W_per_port(25.0, 10.0, 12.0, 2))
-    121.0
+    101.0
     """
     t = np.asarray(tiers, dtype=np.float64)
     ports = np.maximum(2 * t - 1, 0.0)
@@ -118,7 +118,9 @@ def facility_power_W(it_W: Any, pue: Any) -> Any:
 
 
 def energy_kWh(power_W: Any, seconds: Any) -> Any:
-    """>>> float(energy_kWh(1000.0, 3600.0))
+    """Energy of a steady draw over a duration.
+
+    >>> float(energy_kWh(1000.0, 3600.0))
     1.0
     """
     return np.asarray(power_W) * np.asarray(seconds) / J_PER_KWH
@@ -132,7 +134,9 @@ def joules_per_token(power_W: Any, tokens_per_s: Any) -> Any:
 
 
 def tokens_per_kWh(j_per_token: Any) -> Any:
-    """>>> float(tokens_per_kWh(0.36))
+    """Tokens one kilowatt-hour produces.
+
+    >>> float(tokens_per_kWh(0.36))
     10000000.0
     """
     j = np.asarray(j_per_token, dtype=np.float64)

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bandwall.model import compute, cost, data_parallel, faults, memory, parallel, pipeline
+from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
 from bandwall.model.layout import LayoutArrays, Mitigation, Recompute, Schedule, check_layouts
@@ -31,6 +32,9 @@ DEFAULT_CNN_EPOCHS = 90
 
 #: What a plan's assumptions section lists: the model's choices, one line per term.
 ASSUMPTIONS = [
+    "Energy: GPU power linear from idle to TDP in the FLOP utilisation it achieves, waiting "
+    "(exposed communication, bubbles, stragglers) at 15%; host and fat-tree network share per "
+    "GPU; x PUE of the provider kind; location-based CO2 (bandwall catalog power).",
     "Compute: FLOPs per token = 6 x matmul parameters used + 12 x layers x heads x head_dim x "
     "seq_len (PaLM appendix B); CNNs use measured per-sample FLOPs x 3; GPUs sustain "
     "compute_efficiency x dense peak, less the provider's virtualization overhead.",
@@ -208,6 +212,17 @@ class Metrics:
     cost_usd: FloatArray
     failure_cost_usd: FloatArray
     """What failures add to the cost: (time to train − ideal time) × GPUs × price."""
+    power_W_per_gpu: FloatArray
+    """Average facility power per GPU over a step, PUE included."""
+    energy_kwh: FloatArray
+    """Electricity of the whole job, failures and restarts included."""
+    joules_per_token: FloatArray
+    """Energy per trained token (per sample for CNNs)."""
+    tokens_per_kwh: FloatArray
+    energy_cost_usd: FloatArray
+    """Electricity at the site's price (for owned clusters; rental prices already include it)."""
+    co2_kg: FloatArray
+    """Location-based CO2 of that electricity."""
 
     def row(self, i: int) -> dict[str, Any]:
         """One layout's metrics as plain Python numbers (whole counts as int)."""
@@ -429,9 +444,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
             opt.bucket_MiB,
             lambda size: _coll(Op.ALL_REDUCE, size, dp_expert, cl, tp * ep),
         )
-    window = (
-        data_parallel.overlap_window_s(t_mb, pp, v) if opt.overlap else np.zeros_like(t_mb)
-    )
+    window = data_parallel.overlap_window_s(t_mb, pp, v) if opt.overlap else np.zeros_like(t_mb)
     last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
     ddp_s = np.where(dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
     w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
@@ -530,6 +543,31 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
     egress = egress_step * steps
     gpu_usd = hours * price
     egress_usd = egress / 1e9 * cl.egress_usd_per_GB
+    if cl.energy is not None:
+        power = energy_terms.training_power_W(
+            cl.energy,
+            step_s=step,
+            compute_s=compute_s,
+            flops_per_gpu_step=flops_step / n,
+            peak_flops=cl.peak_flops,
+        )
+        work = budget_tokens if isinstance(w, Transformer) else steps * gb
+        used = energy_terms.job_energy(
+            cl.energy, power_W_per_gpu=power, gpus=n, seconds=wall, tokens=work
+        )
+    else:
+        nan = np.full(step.shape, np.nan)
+        used = dict.fromkeys(
+            (
+                "power_W_per_gpu",
+                "energy_kwh",
+                "joules_per_token",
+                "tokens_per_kwh",
+                "energy_cost_usd",
+                "co2_kg",
+            ),
+            nan,
+        )
 
     shape = step.shape
 
@@ -595,4 +633,5 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         egress_usd=full(egress_usd),
         cost_usd=full(gpu_usd + egress_usd),
         failure_cost_usd=full(cost.gpu_hours(n, wall - ideal) * price),
+        **{k: full(v) for k, v in used.items()},
     )

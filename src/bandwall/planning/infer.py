@@ -8,6 +8,7 @@ the concurrency: the cheapest feasible candidate per token wins (ties: the lower
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from dataclasses import dataclass, field
@@ -23,7 +24,12 @@ from bandwall.model import energy
 from bandwall.model.cluster import Cluster
 from bandwall.model.serving import ServeOptions, ServingMetrics, evaluate_serving
 from bandwall.planning.request import PlanRequest, config_error
-from bandwall.planning.resolve import describe_cluster, resolve_cluster, resolve_workload
+from bandwall.planning.resolve import (
+    describe_cluster,
+    energy_profile,
+    resolve_cluster,
+    resolve_workload,
+)
 from bandwall.workloads import Transformer
 
 #: Per-replica scheduler cap on sequences in flight when the request gives none (vLLM's
@@ -66,22 +72,6 @@ class InferRequest(PlanRequest):
     )
     """KV-cache number format (auto: as the weights)."""
 
-    # --- energy (proposed for PlanRequest as well) ---------------------------------------------
-    pue: float | None = Field(default=None, ge=1, le=5, json_schema_extra=_meta("energy"))
-    """Facility power usage effectiveness (default: the provider kind's, catalog power)."""
-    grid_region: str | None = Field(default=None, json_schema_extra=_meta("energy"))
-    """Region whose grid carbon intensity applies (default: the provider kind's)."""
-    grid_gco2_per_kWh: float | None = Field(
-        default=None, ge=0, le=5000, json_schema_extra=_meta("energy", flag="grid-gco2-per-kwh")
-    )
-    """Grid carbon intensity, gCO2/kWh (overrides grid_region)."""
-    price_per_kWh_usd: float | None = Field(
-        default=None, ge=0, le=100, json_schema_extra=_meta("energy", flag="price-per-kwh")
-    )
-    """Electricity price in USD/kWh for owned clusters (default: the provider kind's)."""
-    co_packaged_optics: bool = Field(default=False, json_schema_extra=_meta("energy"))
-    """Switches with co-packaged optics instead of pluggable transceivers."""
-
 
 INFER_FIELDS = tuple(n for n in InferRequest.model_fields if n not in PlanRequest.model_fields)
 
@@ -92,55 +82,6 @@ def make_infer_request(**fields: Any) -> InferRequest:
         return InferRequest.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
         raise config_error(exc) from None
-
-
-# --- energy profile --------------------------------------------------------------------------
-
-
-def energy_profile(
-    cl: Cluster,
-    *,
-    pue: float | None = None,
-    grid_region: str | None = None,
-    grid_gco2_per_kWh: float | None = None,
-    price_per_kWh_usd: float | None = None,
-    co_packaged_optics: bool = False,
-    network: bool = True,
-) -> energy.EnergyProfile:
-    """The cluster's power and grid figures from catalog/data/power.toml, with overrides. The
-    scale-out network's share per GPU follows from the NIC ports of the whole cluster."""
-    from bandwall.catalog import load_catalog
-    from bandwall.catalog.power import load_power
-
-    pw = load_power()
-    kind = load_catalog().provider(cl.provider).kind.value
-    site = pw.site(kind)
-    gpu = pw.gpu(cl.gpu.name)
-    grid = grid_gco2_per_kWh
-    if grid is None:
-        grid = pw.grid(grid_region or site.grid_region).g_co2_per_kWh
-    net_W: Any = 0.0
-    port = pw.network(cl.scale_out.transport) if (network and cl.scale_out) else None
-    if port is not None:
-        nodes = np.asarray(cl.nodes(), dtype=np.float64)
-        endpoints = np.where(nodes > 1, nodes * cl.nics_per_node, 0.0)
-        per_port = energy.network_W_per_port(
-            port.nic_W,
-            port.optics_W,
-            port.switch_W_per_port,
-            energy.fat_tree_tiers(endpoints),
-            cpo_optics_W=port.cpo_optics_W if co_packaged_optics else None,
-        )
-        net_W = per_port * cl.nics_per_node / cl.gpus_per_node
-    return energy.EnergyProfile(
-        idle_W=gpu.idle_W,
-        tdp_W=cl.gpu.tdp_W,
-        host_W_per_gpu=gpu.host_W_per_gpu,
-        network_W_per_gpu=net_W,
-        pue=site.pue if pue is None else pue,
-        g_co2_per_kWh=float(grid),
-        price_per_kWh_usd=site.price_per_kWh_usd if price_per_kWh_usd is None else price_per_kWh_usd,
-    )
 
 
 def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfile:
@@ -308,7 +249,8 @@ def infer(req: InferRequest) -> Inference:
         }
     )
     searched = tuple(
-        a for a, given in (("tp", req.tp), ("pp", req.pp), ("concurrency", req.concurrency))
+        a
+        for a, given in (("tp", req.tp), ("pp", req.pp), ("concurrency", req.concurrency))
         if given is None
     )
     notes = _notes(req, cl, row)
@@ -392,8 +334,11 @@ def _metric(m: ServingMetrics, metric: str) -> float:
     return float(np.asarray(value).reshape(-1)[0])
 
 
-def validate_serving() -> list[dict[str, Any]]:
-    """Each published serving row against the model: measured, predicted, signed error."""
+def validate_serving(
+    *, hbm_factor: float | None = None, fp8_gemm_factor: float | None = None
+) -> list[dict[str, Any]]:
+    """Each published serving row against the model: measured, predicted, signed error.
+    The two factors override ServeOptions' fitted constants (for refitting)."""
     out = []
     for row in validation_rows("serving"):
         req = _row_request(row)
@@ -401,7 +346,12 @@ def validate_serving() -> list[dict[str, Any]]:
         assert isinstance(w, Transformer)
         cl = resolve_cluster(req)
         b = float(row["batch"])
-        m = evaluate_serving(w, cl, float(req.tp or 1), float(req.pp or 1), b, serve_options(req))
+        opt = serve_options(req)
+        if hbm_factor is not None:
+            opt = dataclasses.replace(opt, hbm_factor=hbm_factor)
+        if fp8_gemm_factor is not None:
+            opt = dataclasses.replace(opt, fp8_gemm_factor=fp8_gemm_factor)
+        m = evaluate_serving(w, cl, float(req.tp or 1), float(req.pp or 1), b, opt)
         pred = _metric(m, row["metric"])
         out.append(
             {
@@ -482,6 +432,13 @@ def validate_energy() -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def holdout(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(fit, held out): every third row (in file order) is held out of any fit."""
+    return [r for i, r in enumerate(rows) if i % 3 != 2], [
+        r for i, r in enumerate(rows) if i % 3 == 2
+    ]
 
 
 def error_summary(errors: list[float]) -> dict[str, float]:

@@ -349,6 +349,22 @@ class PlanRequest(BaseModel):
     epochs: float | None = Field(default=None, gt=0, le=1e6, json_schema_extra=_meta("budget"))
     """Epochs for CNNs (default 90)."""
 
+    # --- energy ----------------------------------------------------------------------------------
+    pue: float | None = Field(default=None, ge=1, le=5, json_schema_extra=_meta("energy"))
+    """Facility power usage effectiveness (default: the provider kind's, catalog power)."""
+    grid_region: str | None = Field(default=None, json_schema_extra=_meta("energy"))
+    """Region whose grid carbon intensity applies (default: the provider kind's)."""
+    grid_gco2_per_kWh: float | None = Field(
+        default=None, ge=0, le=5000, json_schema_extra=_meta("energy", flag="grid-gco2-per-kwh")
+    )
+    """Grid carbon intensity, gCO2/kWh (overrides grid_region)."""
+    price_per_kWh_usd: float | None = Field(
+        default=None, ge=0, le=100, json_schema_extra=_meta("energy", flag="price-per-kwh")
+    )
+    """Electricity price in USD/kWh for owned clusters (default: the provider kind's)."""
+    co_packaged_optics: bool = Field(default=False, json_schema_extra=_meta("energy"))
+    """Switches with co-packaged optics instead of pluggable transceivers."""
+
     # --- faults ------------------------------------------------------------------------------
     failures: bool = Field(default=True, json_schema_extra=_meta("faults"))
     """Model failures, checkpoints and restarts."""

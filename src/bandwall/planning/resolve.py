@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from bandwall.catalog import Precision, Tier, load_catalog
 from bandwall.errors import ConfigError
+from bandwall.model import energy
 from bandwall.model.cluster import Cluster
 from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
 from bandwall.model.topology import Link
@@ -108,7 +110,7 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
     health, failed = _fabric_health(req, n_gpus, gpn, nics, routing)
     oversub = _vec(vec, "oversubscription", req.oversubscription)
-    return Cluster(
+    cluster = Cluster(
         preset=preset.key,
         provider=provider.key,
         gpu=gpu,
@@ -141,6 +143,15 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         tcp_window_bytes=req.tcp_window_bytes,
         in_network=req.in_network,
     )
+    profile = energy_profile(
+        cluster,
+        pue=req.pue,
+        grid_region=req.grid_region,
+        grid_gco2_per_kWh=req.grid_gco2_per_kWh,
+        price_per_kWh_usd=req.price_per_kWh_usd,
+        co_packaged_optics=req.co_packaged_optics,
+    )
+    return dataclasses.replace(cluster, energy=profile)
 
 
 def _fabric_health(
@@ -206,3 +217,51 @@ def describe_cluster(cl: Cluster) -> dict[str, Any]:
         "failed_links": float(np.max(cl.failed_links)),
         "fabric_health": float(np.min(cl.fabric_health)),
     }
+
+
+def energy_profile(
+    cl: Cluster,
+    *,
+    pue: float | None = None,
+    grid_region: str | None = None,
+    grid_gco2_per_kWh: float | None = None,
+    price_per_kWh_usd: float | None = None,
+    co_packaged_optics: bool = False,
+    network: bool = True,
+) -> energy.EnergyProfile:
+    """The cluster's power and grid figures from catalog/data/power.toml, with overrides. The
+    scale-out network's share per GPU follows from the NIC ports of the whole cluster."""
+    from bandwall.catalog import load_catalog
+    from bandwall.catalog.power import load_power
+
+    pw = load_power()
+    kind = load_catalog().provider(cl.provider).kind.value
+    site = pw.site(kind)
+    gpu = pw.gpu(cl.gpu.name)
+    grid = grid_gco2_per_kWh
+    if grid is None:
+        grid = pw.grid(grid_region or site.grid_region).g_co2_per_kWh
+    net_W: Any = 0.0
+    port = pw.network(cl.scale_out.transport) if (network and cl.scale_out) else None
+    if port is not None:
+        nodes = np.asarray(cl.nodes(), dtype=np.float64)
+        endpoints = np.where(nodes > 1, nodes * cl.nics_per_node, 0.0)
+        per_port = energy.network_W_per_port(
+            port.nic_W,
+            port.optics_W,
+            port.switch_W_per_port,
+            energy.fat_tree_tiers(endpoints),
+            cpo_optics_W=port.cpo_optics_W if co_packaged_optics else None,
+        )
+        net_W = per_port * cl.nics_per_node / cl.gpus_per_node
+    return energy.EnergyProfile(
+        idle_W=gpu.idle_W,
+        tdp_W=cl.gpu.tdp_W,
+        host_W_per_gpu=gpu.host_W_per_gpu,
+        network_W_per_gpu=net_W,
+        pue=site.pue if pue is None else pue,
+        g_co2_per_kWh=float(grid),
+        price_per_kWh_usd=site.price_per_kWh_usd
+        if price_per_kWh_usd is None
+        else price_per_kWh_usd,
+    )

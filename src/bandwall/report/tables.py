@@ -103,6 +103,12 @@ def plan_tables(plan: Plan) -> list[Table]:
         ("time to train", format_duration(m["time_to_train_s"]) + budget_text(plan)),
         ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
         (
+            "energy",
+            f"{m['energy_kwh'] / 1e3:,.1f} MWh, {m['joules_per_token']:,.3g} J/"
+            f"{'token' if isinstance(plan.workload, Transformer) else 'sample'}, "
+            f"{m['co2_kg'] / 1e3:,.1f} t CO2 ({m['power_W_per_gpu']:,.0f} W per GPU with PUE)",
+        ),
+        (
             "cost",
             f"{_money(m['cost_usd'])} at ${m['price_per_gpu_hour_usd']:.2f}/GPU-h"
             + (f" incl. {_money(m['egress_usd'])} egress" if m["egress_usd"] > 0 else ""),
@@ -304,6 +310,30 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
                 fmt_num(f.efficiency, 2),
                 f.source,
                 str(f.as_of),
+            )
+        return t
+    if kind == "power":
+        from bandwall.catalog.power import power_table
+
+        t = Table(title="Power, PUE and grid (energy model)")
+        for col in ("kind", "key", "values", "source", "as of"):
+            t.add_column(col, overflow="fold")
+        for r in power_table():
+            t.add_row(r["kind"], r["key"], r["values"], r["source"], str(r["as_of"]))
+        return t
+    if kind == "perf":
+        t = Table(title="Achieved rates (compute model)")
+        for col in ("GPU", "MiB", "GEMM", "attention", "HBM", "SMs", "source"):
+            t.add_column(col, overflow="fold")
+        for perf in cat.perf.values():
+            t.add_row(
+                perf.gpu,
+                f"{perf.memory_MiB:,}",
+                f"{perf.gemm_efficiency:.2f}",
+                f"{perf.attention_efficiency:.2f}",
+                f"{perf.hbm_efficiency:.2f}",
+                f"{perf.sm_count:,}",
+                f"{perf.source} ({perf.as_of})",
             )
         return t
     if kind == "failures":

@@ -1,0 +1,331 @@
+"""`bandwall infer` and `bandwall compare --infer`: serving cost, latency and energy per token.
+
+Options come from the request schema: the plan request's model and cluster fields (training
+strategy, budget and fault fields do not apply to serving and are left out) and the serving and
+energy fields of `bandwall.planning.infer.InferRequest`. matplotlib is imported only to draw a
+chart.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import typer
+
+from bandwall.cli.options import option_parameter
+from bandwall.planning.request import PlanRequest
+
+if typing.TYPE_CHECKING:
+    from rich.table import Table
+
+    from bandwall.planning.infer import Inference
+
+#: Plan-request fields that describe training only; `infer` does not offer them.
+TRAINING_ONLY = (
+    "cp",
+    "ep",
+    "zero",
+    "micro_batch",
+    "virtual_stages",
+    "auto",
+    "schedule",
+    "recompute",
+    "reduce_dtype",
+    "compression",
+    "local_sgd_steps",
+    "diloco_workers",
+    "outer_compression",
+    "outer_overlap",
+    "outer_state_on_cpu",
+    "overlap",
+    "sequence_parallel",
+    "tp_comm_overlap",
+    "pp_comm_overlap",
+    "flash_attention",
+    "lora_rank",
+    "offload_optimizer",
+    "ep_overlap",
+    "bucket_MiB",
+    "straggler_mitigation",
+    "gemm_efficiency",
+    "global_batch",
+    "eval_interval_steps",
+    "eval_samples",
+    "tokens",
+    "epochs",
+    "failures",
+    "straggler_fraction",
+    "straggler_slowdown",
+    "failed_links",
+    "failed_link_fraction",
+    "routing",
+    "slow_link_fraction",
+    "slow_link_speed",
+    "checkpoint_GBps",
+    "restart_s",
+)
+
+
+def _infer_fields() -> tuple[str, ...]:
+    from bandwall.planning.infer import INFER_FIELDS
+
+    return INFER_FIELDS
+
+
+def _infer_option(name: str) -> inspect.Parameter:
+    """One serving/energy field as a Typer option: its docstring, choices and default."""
+    from bandwall.planning.infer import InferRequest
+
+    info = InferRequest.model_fields[name]
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    flag = str(extra.get("flag") or name.replace("_", "-"))
+    text = (info.description or "").strip()
+    ann = info.annotation
+    if typing.get_origin(ann) is Literal:
+        text += " Choices: " + ", ".join(map(str, typing.get_args(ann))) + "."
+    if info.default is not None and ann is not bool:
+        text += f" [default: {info.default}]"
+    if ann is bool:
+        annotation: Any = Annotated[
+            bool | None, typer.Option(f"--{flag}/--no-{flag}", help=text, show_default=False)
+        ]
+    else:
+        annotation = Annotated[str | None, typer.Option(f"--{flag}", help=text, show_default=False)]
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+
+def with_infer_options(
+    *, skip: tuple[str, ...] = ()
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command taking `fields: dict` one option per serving request field."""
+    plan_names = [n for n in PlanRequest.model_fields if n not in TRAINING_ONLY + skip]
+    infer_names = [n for n in _infer_fields() if n not in skip]
+    names = plan_names + infer_names
+
+    def deco(fn: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p
+            for p in inspect.signature(fn, eval_str=True).parameters.values()
+            if p.name != "fields"
+        ]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
+            for k in names:
+                kwargs.pop(k, None)
+            fn(fields=fields, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            own
+            + [option_parameter(n, False) for n in plan_names]
+            + [_infer_option(n) for n in infer_names]
+        )
+        return wrapper
+
+    return deco
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:,.1f} ms" if ms < 1e4 else f"{seconds:,.1f} s"
+
+
+def _layout(m: dict[str, Any]) -> str:
+    parts = [f"tp{int(m['tp'])}"]
+    if m["pp"] > 1:
+        parts.append(f"pp{int(m['pp'])}")
+    parts.append(f"×{int(m['concurrency']):,}")
+    return " ".join(parts)
+
+
+def infer_tables(result: Inference) -> list[Table]:
+    """Summary of one serving plan (fits 80 columns)."""
+    from rich.table import Table
+
+    m, cl = result.metrics, result.cluster
+    t = Table(
+        title=f"Serving {result.workload.name} on {int(m['replicas']):,} × "
+        f"{int(m['gpus_per_replica'])} {cl.gpu.name} · {cl.preset}",
+        show_header=False,
+    )
+    t.add_column("what")
+    t.add_column("value", overflow="fold")
+    gb = 1e9
+    rows = [
+        (
+            "request",
+            f"{int(m['prompt_tokens']):,} in / {int(m['output_tokens']):,} out tokens, "
+            f"{cl.precision.value} weights",
+        ),
+        ("layout", f"{_layout(m)} sequences in flight per replica"),
+        ("time to first token", _ms(m["ttft_s"])),
+        ("inter-token latency", _ms(m["itl_s"])),
+        ("request latency", _ms(m["request_s"])),
+        (
+            "throughput",
+            f"{m['tokens_per_s_per_gpu']:,.0f} tok/s per GPU, "
+            f"{m['tokens_per_s_replica']:,.0f} per replica, {m['tokens_per_s']:,.0f} in all",
+        ),
+        (
+            "cost",
+            f"${m['cost_per_million_tokens_usd']:,.3f} per million output tokens "
+            f"at ${m['price_per_gpu_hour_usd']:.2f}/GPU-h",
+        ),
+        (
+            "energy",
+            f"{m['joules_per_token']:,.2f} J/token, {m['tokens_per_kwh']:,.0f} tokens/kWh "
+            f"(PUE {m['pue']:g}, {m['facility_power_W_per_gpu']:,.0f} W per GPU)",
+        ),
+        (
+            "electricity",
+            f"${m['energy_cost_per_million_tokens_usd']:,.3f} per million tokens at "
+            f"${m['price_per_kWh_usd']:.3f}/kWh (owned clusters)",
+        ),
+        (
+            "CO2",
+            f"{m['co2_g_per_million_tokens']:,.0f} g per million tokens at "
+            f"{m['g_co2_per_kWh']:,.0f} gCO2/kWh",
+        ),
+        (
+            "memory per GPU",
+            f"{m['memory_bytes'] / gb:,.1f} of {m['memory_capacity_bytes'] / gb:,.1f} GB "
+            f"(weights {m['weights_bytes'] / gb:,.1f}, KV {m['kv_bytes_per_sequence'] / 1e6:,.0f}"
+            " MB per sequence)",
+        ),
+    ]
+    for k, v in rows:
+        t.add_row(k, v)
+    return [t]
+
+
+def compare_infer_tables(results: list[Inference]) -> list[Table]:
+    """One table per model, one row per preset: cost and latency side by side in 80 columns.
+    Layout reads tp×pp/sequences in flight per replica."""
+    from rich import box
+    from rich.table import Table
+
+    tables: list[Table] = []
+    for key in dict.fromkeys(r.workload.key for r in results):
+        mine = [r for r in results if r.workload.key == key]
+        first = mine[0].metrics
+        t = Table(
+            title=f"Serving {mine[0].workload.name}, {int(first['prompt_tokens']):,} in / "
+            f"{int(first['output_tokens']):,} out tokens (tok/s per GPU; layout "
+            "tp x pp / sequences in flight)",
+            box=box.SIMPLE_HEAD,
+            padding=(0, 1),
+            pad_edge=False,
+        )
+        t.add_column("preset", no_wrap=True)
+        t.add_column("layout", no_wrap=True)
+        for h in ("TTFT", "ITL", "tok/s", "$/Mtok", "J/tok"):
+            t.add_column(h, justify="right", no_wrap=True)
+        for r in mine:
+            m = r.metrics
+            t.add_row(
+                r.cluster.preset,
+                f"{int(m['tp'])}x{int(m['pp'])}/{int(m['concurrency']):,}",
+                _ms(m["ttft_s"]),
+                _ms(m["itl_s"]),
+                f"{m['tokens_per_s_per_gpu']:,.0f}",
+                f"${m['cost_per_million_tokens_usd']:,.2f}",
+                f"{m['joules_per_token']:,.2f}",
+            )
+        tables.append(t)
+    return tables
+
+
+def infer_chart(results: list[Inference], path: str) -> None:
+    """Cost per million tokens and inter-token latency per preset (and model), as a PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from bandwall.errors import ConfigError
+
+        raise ConfigError(
+            "the chart needs matplotlib: pip install 'bandwall[plot]'", field="chart"
+        ) from None
+    labels = [
+        f"{r.cluster.preset}\n{r.workload.key}"
+        if len({x.workload.key for x in results}) > 1
+        else r.cluster.preset
+        for r in results
+    ]
+    cost = [r.metrics["cost_per_million_tokens_usd"] for r in results]
+    itl = [r.metrics["itl_s"] * 1e3 for r in results]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
+    ax1.barh(labels, cost, color="#4c72b0")
+    ax1.set_xlabel("USD per million output tokens")
+    ax1.set_title("Cost")
+    ax2.barh(labels, itl, color="#dd8452")
+    ax2.set_xlabel("inter-token latency, ms")
+    ax2.set_title("Latency")
+    ax2.set_yticklabels([])
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# --- commands ------------------------------------------------------------------------------
+
+
+@with_infer_options()
+def infer(
+    fields: dict[str, Any],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Serve a model: time to first token, inter-token latency, tokens/s, cost and energy per
+    million tokens. Unset --tp, --pp and --concurrency are searched (cheapest per token)."""
+    from bandwall.planning.infer import infer as run_infer
+    from bandwall.planning.infer import make_infer_request
+    from bandwall.report.text import console, print_json
+
+    result = run_infer(make_infer_request(**fields))
+    if as_json:
+        print_json(result.to_json())
+        return
+    for table in infer_tables(result):
+        console.print(table)
+    for note in result.notes:
+        console.print(f"note: {note}", style="dim")
+
+
+def run_compare_infer(
+    fields: dict[str, Any],
+    preset_keys: list[str],
+    *,
+    models: list[str] | None = None,
+    as_json: bool = False,
+    chart: str | None = None,
+) -> None:
+    """`compare --infer`: the serving job on each preset (and each of `models`), a table and an
+    optional PNG chart."""
+    from bandwall.planning.infer import compare_infer, make_infer_request
+    from bandwall.report.text import console, err_console, print_json
+
+    results = []
+    for model in models or [fields.get("model") or "llama3-8b"]:
+        req = make_infer_request(**{**fields, "model": model, "preset": preset_keys[0]})
+        results += compare_infer(req, preset_keys)
+    if chart:
+        infer_chart(results, chart)
+    if as_json:
+        print_json([r.to_json() for r in results])
+        return
+    for table in compare_infer_tables(results):
+        console.print(table)
+    if chart:
+        err_console.print(f"wrote {chart}")

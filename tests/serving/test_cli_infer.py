@@ -1,0 +1,99 @@
+"""`infer` and `compare --infer` as a user meets them: the command run in-process on an
+80-column console, errors as one line, the chart written lazily."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from bandwall.cli.infer import infer, run_compare_infer
+
+app = typer.Typer(pretty_exceptions_enable=False, rich_markup_mode=None)
+app.command()(infer)
+
+
+@app.command("cmp")
+def _cmp(chart: str | None = None, as_json: bool = False) -> None:
+    run_compare_infer(
+        {"gpus": "8"},
+        ["ai-factory-ib", "decentralized-geo"],
+        models=["llama3-8b", "llama3-70b"],
+        chart=chart,
+        as_json=as_json,
+    )
+
+
+def test_infer_prints_latency_cost_and_energy_in_80_columns() -> None:
+    res = CliRunner().invoke(
+        app, ["infer", "--model", "llama3-8b", "--gpus", "8"], env={"COLUMNS": "80"}
+    )
+    assert res.exit_code == 0, res.output
+    for text in ("time to first token", "inter-token latency", "per million", "J/token"):
+        assert text in res.output
+    assert all(len(line) <= 80 for line in res.output.splitlines())
+    assert "…" not in res.output
+
+
+def test_infer_json_has_the_metrics() -> None:
+    res = CliRunner().invoke(app, ["infer", "--gpus", "8", "--prompt-tokens", "512", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert data["prompt_tokens"] == 512
+    for key in (
+        "ttft_s",
+        "itl_s",
+        "tokens_per_s_per_gpu",
+        "cost_per_million_tokens_usd",
+        "joules_per_token",
+        "co2_g_per_million_tokens",
+    ):
+        assert data[key] > 0
+
+
+def test_compare_infer_table_fits_and_chart_is_written(tmp_path: Path) -> None:
+    args = ["cmp"]
+    has_mpl = importlib.util.find_spec("matplotlib") is not None
+    chart = tmp_path / "infer.png"
+    if has_mpl:
+        args += ["--chart", str(chart)]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "decentralized-geo" in res.output and "$/Mtok" in res.output
+    assert all(len(line) <= 80 for line in res.output.splitlines())
+    assert "…" not in res.output
+    if has_mpl:
+        assert chart.stat().st_size > 1000
+
+
+def test_bad_value_names_the_field() -> None:
+    from bandwall.errors import ConfigError
+
+    res = CliRunner().invoke(app, ["infer", "--output-tokens", "0"])
+    assert res.exit_code != 0
+    assert isinstance(res.exception, ConfigError)
+    assert res.exception.field == "output_tokens"
+
+
+def test_infer_imports_no_plotting() -> None:
+    code = (
+        "import sys, typer\n"
+        "from bandwall.cli.infer import infer\n"
+        "app = typer.Typer(); app.command()(infer)\n"
+        "app(['--gpus', '8', '--json'], standalone_mode=False)\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("flag", ["--pue", "--grid-region", "--price-per-kwh"])
+def test_energy_options_exist(flag: str) -> None:
+    res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
+    assert flag in res.output
