@@ -176,6 +176,11 @@ def compare_tables(plans: list[Plan]) -> list[Table]:
     money.add_column("preset", min_width=width, no_wrap=True)
     for col in ("$/GPU-hour", "GPU-hours", "egress", "total cost"):
         money.add_column(col, justify="right", no_wrap=True)
+    unit = "token" if isinstance(plans[0].workload, Transformer) else "sample"
+    energy = Table(title=f"{title}: energy")
+    energy.add_column("preset", min_width=width, no_wrap=True)
+    for col in ("W/GPU", "MWh", f"J/{unit}", "t CO2"):
+        energy.add_column(col, justify="right", no_wrap=True)
     for p in plans:
         m = p.metrics
         speed.add_row(
@@ -185,6 +190,13 @@ def compare_tables(plans: list[Plan]) -> list[Table]:
             f"{m['comm_efficiency']:.1%}",
             format_duration(m["time_to_train_s"]),
         )
+        energy.add_row(
+            p.cluster.preset,
+            f"{m['power_W_per_gpu']:,.0f}",
+            f"{m['energy_kwh'] / 1e3:,.1f}",
+            f"{m['joules_per_token']:,.3g}",
+            f"{m['co2_kg'] / 1e3:,.1f}",
+        )
         money.add_row(
             p.cluster.preset,
             f"${m['price_per_gpu_hour_usd']:.2f}",
@@ -192,7 +204,7 @@ def compare_tables(plans: list[Plan]) -> list[Table]:
             _money(m["egress_usd"]),
             _money(m["cost_usd"]),
         )
-    return [speed, money]
+    return [speed, money, energy]
 
 
 def scale_tables(plans: list[Plan]) -> list[Table]:
