@@ -34,6 +34,8 @@ def test_import_contracts_hold() -> None:
         ["scale", "--model", "llama3-8b", "--gpus", "64:128:x2"],
         ["collective", "--sizes", "8,1M", "--ranks", "8"],
         ["catalog", "gpus"],
+        ["doctor", "--help"],
+        ["infer", "--model", "llama3-8b"],
     ],
 )
 def test_commands_import_no_heavy_modules(argv: list[str]) -> None:

@@ -14,8 +14,8 @@ import typer
 from typer.exceptions import TyperException
 
 from bandwall import __version__
+from bandwall.cli import doctor, measure, show
 from bandwall.cli import infer as infer_cli
-from bandwall.cli import measure, show
 from bandwall.cli.options import expand, request, with_request_options
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.report.text import console, err_console, print_json
@@ -424,8 +424,12 @@ def validate(
 
 
 @app.command()
+@with_request_options()
 def calibrate(
-    results: Annotated[str, typer.Argument(help="Run id, 'latest' or an export JSON.")],
+    fields: dict[str, Any],
+    results: Annotated[
+        str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
+    ] = None,
     name: Annotated[
         str, typer.Option(help="Profile name: use it as --fabric measured:NAME.")
     ] = "my-fabric",
@@ -433,13 +437,31 @@ def calibrate(
         str | None, typer.Option(help="Nominal link rate (default: the lab rate the run recorded).")
     ] = None,
     min_size: Annotated[str, typer.Option(help="Smallest size used in the fit.")] = "1M",
+    from_trace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from-trace",
+            help="Profiler traces or folders: refit gemm_efficiency to them (give the job's "
+            "plan options).",
+        ),
+    ] = None,
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Fit latency α, bandwidth and efficiency to a stored bench run; save a fabric profile."""
+    """Fit a fabric profile (latency, bandwidth per size range and op, jitter) to a stored
+    bench run, or the compute efficiency to profiler traces (--from-trace)."""
     from bandwall.measure.calibrate import fit_run, load_run, nominal_rate_Gbps, save_profile
     from bandwall.units import parse_rate_Gbps, parse_size
 
+    if from_trace:
+        from bandwall.cli.doctor import calibrate_from_trace
+
+        calibrate_from_trace(from_trace, fields, as_json)
+        return
+    if results is None:
+        raise ConfigError(
+            "give RESULTS (a run id, 'latest' or a JSON export) or --from-trace", field="results"
+        )
     run, rows = load_run(results, db)
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
     fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"), backend=run.backend)
@@ -510,6 +532,7 @@ app.command("infer")(infer_cli.infer)
 app.command("plot")(show.plot)
 app.command("report")(show.report)
 app.command("serve")(show.serve)
+app.command("doctor")(doctor.doctor)
 
 
 @app.command()

@@ -589,8 +589,8 @@ def lab_up_cmd(
         typer.Option(help="Packet loss per path, e.g. 0.1% (links up to 200 Mbit/s)."),
     ] = None,
 ) -> None:
-    """Create N namespaces joined by links shaped with tc tbf in both directions; with --delay
-    or --jitter the links run through a delay line (rates up to 2 Gbit/s)."""
+    """Create N namespaces joined by links shaped with tc tbf in both directions; with
+    --delay, --jitter or --loss the links run through a delay line (docs/lab.md)."""
     from bandwall.measure.lab import lab_up
 
     lab = lab_up(name, hosts, rate, rates, delay=delay, jitter=jitter, cc=cc, loss=loss)

@@ -109,6 +109,10 @@ def report(
         str | None, typer.Option(help="Add scaling curves over these GPU counts, e.g. 64:4096:x2.")
     ] = None,
     no_plan: Annotated[bool, typer.Option("--no-plan", help="Only the stored runs.")] = False,
+    doctor: Annotated[
+        list[str] | None,
+        typer.Option(help="NCCL logs, nccl-tests output or profiler traces to diagnose."),
+    ] = None,
     prefer: Annotated[
         str,
         typer.Option(help="Summary's rule: recommend the cheapest or the fastest preset."),
@@ -139,6 +143,10 @@ def report(
         run, rows, links = _stored(ref, db)
         bw = req.bandwidth_Gbps or nominal_rate_Gbps(run)
         sections.append(html.results_section(run, rows, links, req.fabric, bw))
+    if doctor:
+        from bandwall.measure.doctor import diagnose, html_section
+
+        sections.append(html_section(diagnose(doctor)))
     if not sections:
         raise ConfigError("nothing to report; drop --no-plan or add --results", field="report")
     Path(output).write_text(html.render(sections, "bandwall report", notes), encoding="utf-8")

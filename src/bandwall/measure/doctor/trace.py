@@ -1,0 +1,571 @@
+"""PyTorch profiler traces (Chrome/Kineto JSON from `torch.profiler`): per step, compute, each
+collective's time, their overlap, the communication left exposed and the idle time, per rank;
+then the straggler.
+
+Traces are streamed, never loaded: `iter_trace` walks the top-level object and yields the
+`traceEvents` array one event at a time (`json.JSONDecoder.raw_decode` on a bounded buffer),
+so memory is the buffer plus the intervals kept (16 bytes each), not the file. A cut file
+yields what it holds and says where it stopped.
+
+Definitions (those of HolisticTraceAnalysis' temporal breakdown and comm/comp overlap,
+facebookresearch/HolisticTraceAnalysis `hta/analyzers/breakdown_analysis.py`), per step
+window: compute C = union of compute intervals, communication M = union of collective
+intervals, overlap = |C ∩ M|, exposed = |M| − overlap, idle = step − |C ∪ M ∪ other|.
+
+- GPU traces: kernels (`cat` kernel) whose name starts with `nccl` are communication, the other
+  kernels compute, memcpy/memset other; a kernel belongs to the step whose `ProfilerStep#N`
+  window holds the CPU launch with the same `correlation` id; the step window on the GPU runs
+  from its first kernel to the next step's first kernel.
+- CPU traces (gloo): `gloo:*` annotations on the backend's threads are communication, the
+  `cpu_op` events of the thread running `ProfilerStep#N` compute; the step window is the
+  ProfilerStep's own.
+
+The straggler: in synchronous data parallelism the others wait for the slowest rank inside
+their collectives, so a slow rank shows little exposed communication and much time outside it
+(compute, or idle when it is held up before the step), and the others the reverse. The rank
+whose time outside communication exceeds the others' median by most is named, and that excess
+is what the job waits for it each step.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import statistics
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from bandwall.errors import ConfigError
+
+CHUNK_CHARS = 1 << 20
+_WS = re.compile(r"[\s,]*")
+_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_COMM_KERNEL = re.compile(r"^(nccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
+_COMM_ANNOTATION = re.compile(r"^(gloo:|nccl:|c10d::|record_param_comms)")
+#: A straggler must exceed the others' median by this share of the step (and 1 ms) to be named,
+STRAGGLER_MIN_SHARE = 0.10
+#: and be the slowest rank in at least this share of the steps.
+STRAGGLER_CONSISTENCY = 0.8
+
+
+class TraceTruncatedError(Exception):
+    """The file ended (or broke) before the JSON did."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"at character {offset:,}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+class _Reader:
+    """A JSON value reader over a text stream holding at most one chunk plus one value."""
+
+    def __init__(self, fh: IO[str], chunk: int = CHUNK_CHARS) -> None:
+        self.fh = fh
+        self.chunk = chunk
+        self.buf = ""
+        self.pos = 0
+        self.base = 0
+        self.eof = False
+        self.decoder = json.JSONDecoder()
+
+    @property
+    def offset(self) -> int:
+        return self.base + self.pos
+
+    def _fill(self) -> bool:
+        if self.eof:
+            return False
+        data = self.fh.read(self.chunk)
+        if not data:
+            self.eof = True
+            return False
+        self.base += self.pos
+        self.buf = self.buf[self.pos :] + data
+        self.pos = 0
+        return True
+
+    def skip(self) -> None:
+        """Skip whitespace and commas (between array items and object members)."""
+        while True:
+            m = _WS.match(self.buf, self.pos)
+            assert m is not None
+            self.pos = m.end()
+            if self.pos < len(self.buf) or not self._fill():
+                return
+
+    def peek(self) -> str:
+        self.skip()
+        if self.pos >= len(self.buf):
+            raise TraceTruncatedError(self.offset, "the file ends here")
+        return self.buf[self.pos]
+
+    def take(self, char: str) -> None:
+        if self.peek() != char:
+            got = self.buf[self.pos : self.pos + 20]
+            raise TraceTruncatedError(self.offset, f"expected {char!r}, found {got!r}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        self.skip()
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError as exc:
+                if self._fill():
+                    continue
+                raise TraceTruncatedError(self.offset, f"incomplete value ({exc.msg})") from None
+            partial = end == len(self.buf) and not isinstance(obj, (dict, list, str))
+            if partial and not self.eof and self._fill():
+                continue  # a number or literal may continue in the next chunk
+            self.pos = end
+            return obj
+
+
+def open_text(path: str | Path) -> IO[str]:
+    """A text stream over a plain or gzip-compressed file."""
+    p = Path(path)
+    with p.open("rb") as probe:
+        magic = probe.read(2)
+    if magic == b"\x1f\x8b":
+        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", errors="replace")
+    return p.open(encoding="utf-8", errors="replace")
+
+
+def iter_trace(fh: IO[str], chunk: int = CHUNK_CHARS) -> Iterator[tuple[str, Any]]:
+    """('meta', (key, value)) for top-level members and ('event', dict) for each trace event;
+    a bare JSON array is read as the event list (Chrome's array format). Raises
+    TraceTruncatedError where the JSON breaks, after yielding everything before it."""
+    r = _Reader(fh, chunk)
+    first = r.peek()
+    if first == "[":
+        r.take("[")
+        while r.peek() != "]":
+            yield "event", r.value()
+        return
+    r.take("{")
+    while r.peek() != "}":
+        key = r.value()
+        r.take(":")
+        if key == "traceEvents" and r.peek() == "[":
+            r.take("[")
+            while r.peek() != "]":
+                yield "event", r.value()
+            r.take("]")
+        else:
+            yield "meta", (key, r.value())
+
+
+@dataclass
+class StepStats:
+    """One training step of one rank, seconds."""
+
+    step: int
+    step_s: float
+    compute_s: float
+    comm_s: float
+    overlap_s: float
+    exposed_s: float
+    idle_s: float
+
+    @property
+    def outside_comm_s(self) -> float:
+        """Time not spent waiting in exposed communication: what the others wait for."""
+        return self.step_s - self.exposed_s
+
+
+@dataclass
+class RankTrace:
+    """What one trace file says about its rank."""
+
+    source: str
+    rank: int | None
+    host: str | None
+    world_size: int | None = None
+    backend: str | None = None
+    device: str = "cpu"
+    events: int = 0
+    steps: list[StepStats] = field(default_factory=list)
+    truncated: str | None = None
+    collectives: dict[str, float] = field(default_factory=dict)
+    """Collective name -> seconds of it inside the analysed steps (union per name)."""
+
+    def median(self, attr: str) -> float:
+        vals = [getattr(s, attr) for s in self.steps]
+        return float(statistics.median(vals)) if vals else 0.0
+
+    def total(self, attr: str) -> float:
+        return float(sum(getattr(s, attr) for s in self.steps))
+
+    @property
+    def exposed_share(self) -> float:
+        step = self.total("step_s")
+        return self.total("exposed_s") / step if step > 0 else 0.0
+
+
+# --- interval arithmetic ---------------------------------------------------------------------
+
+
+def _union(
+    starts: npt.NDArray[np.float64], ends: npt.NDArray[np.float64]
+) -> npt.NDArray[np.float64]:
+    """Disjoint sorted (n, 2) intervals covering the input ones."""
+    if starts.size == 0:
+        return np.empty((0, 2))
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    idx = np.flatnonzero(new)
+    out_s = s[idx]
+    out_e = np.append(reach[idx[1:] - 1], reach[-1])
+    return np.stack([out_s, out_e], axis=1)
+
+
+def _length(u: npt.NDArray[np.float64]) -> float:
+    return float(np.sum(u[:, 1] - u[:, 0])) if u.size else 0.0
+
+
+def _intersection(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> float:
+    """Total length of the intersection of two disjoint sorted interval sets."""
+    i = j = 0
+    total = 0.0
+    while i < len(a) and j < len(b):
+        lo = max(a[i, 0], b[j, 0])
+        hi = min(a[i, 1], b[j, 1])
+        if hi > lo:
+            total += hi - lo
+        if a[i, 1] < b[j, 1]:
+            i += 1
+        else:
+            j += 1
+    return float(total)
+
+
+def _clip(u: npt.NDArray[np.float64], lo: float, hi: float) -> npt.NDArray[np.float64]:
+    if not u.size:
+        return u
+    keep = (u[:, 1] > lo) & (u[:, 0] < hi)
+    c = u[keep].copy()
+    if c.size:
+        c[:, 0] = np.maximum(c[:, 0], lo)
+        c[:, 1] = np.minimum(c[:, 1], hi)
+    return c
+
+
+class _Intervals:
+    """Growable (start, end) pairs in microseconds, 16 bytes each."""
+
+    def __init__(self) -> None:
+        self.s = array("d")
+        self.e = array("d")
+
+    def add(self, ts: float, dur: float) -> None:
+        self.s.append(ts)
+        self.e.append(ts + dur)
+
+    def union(self) -> npt.NDArray[np.float64]:
+        return _union(
+            np.frombuffer(self.s, dtype=np.float64), np.frombuffer(self.e, dtype=np.float64)
+        )
+
+    def __len__(self) -> int:
+        return len(self.s)
+
+
+def _step_stats(
+    step: int,
+    lo: float,
+    hi: float,
+    compute: npt.NDArray[np.float64],
+    comm: npt.NDArray[np.float64],
+    other: npt.NDArray[np.float64],
+) -> StepStats:
+    c, m, o = _clip(compute, lo, hi), _clip(comm, lo, hi), _clip(other, lo, hi)
+    overlap = _intersection(c, m)
+    busy = _union(
+        np.concatenate([c[:, 0], m[:, 0], o[:, 0]]) if c.size + m.size + o.size else np.empty(0),
+        np.concatenate([c[:, 1], m[:, 1], o[:, 1]]) if c.size + m.size + o.size else np.empty(0),
+    )
+    us = 1e-6
+    comm_s = _length(m) * us
+    return StepStats(
+        step=step,
+        step_s=(hi - lo) * us,
+        compute_s=_length(c) * us,
+        comm_s=comm_s,
+        overlap_s=overlap * us,
+        exposed_s=comm_s - overlap * us,
+        idle_s=max((hi - lo) - _length(busy), 0.0) * us,
+    )
+
+
+def _rank_from_name(path: str) -> int | None:
+    m = re.search(r"rank[_\-]?(\d+)", Path(path).name, re.IGNORECASE)
+    return int(m.group(1)) if m else None
+
+
+def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
+    """Stream one rank's trace file into per-step statistics."""
+    src = str(path)
+    meta: dict[str, Any] = {}
+    steps: list[tuple[int, float, float, Any, Any]] = []  # (n, ts, end, pid, tid)
+    cpu_ops: dict[tuple[Any, Any], _Intervals] = {}
+    gloo = _Intervals()
+    kern_comp, kern_comm, kern_other = _Intervals(), _Intervals(), _Intervals()
+    k_corr = {"comp": array("q"), "comm": array("q"), "other": array("q")}
+    launches_corr, launches_ts = array("q"), array("d")
+    names: dict[str, _Intervals] = {}
+    events = 0
+    truncated = None
+    with open_text(src) as fh:
+        try:
+            for kind, item in iter_trace(fh, chunk):
+                if kind == "meta":
+                    key, value = item
+                    if key in ("distributedInfo", "bandwall", "host_name", "hostname"):
+                        meta[key] = value
+                    continue
+                events += 1
+                if not isinstance(item, dict) or item.get("ph") != "X":
+                    continue
+                name = str(item.get("name", ""))
+                cat = str(item.get("cat", ""))
+                try:
+                    ts, dur = float(item["ts"]), float(item.get("dur", 0.0))
+                except (KeyError, TypeError, ValueError):
+                    continue
+                if (m := _STEP.match(name)) is not None and not cat.startswith("gpu"):
+                    steps.append((int(m.group(1)), ts, ts + dur, item.get("pid"), item.get("tid")))
+                    continue
+                args = item.get("args") if isinstance(item.get("args"), dict) else {}
+                if cat == "kernel":
+                    corr = int(args.get("correlation", -1)) if args else -1
+                    if _COMM_KERNEL.match(name):
+                        kern_comm.add(ts, dur)
+                        k_corr["comm"].append(corr)
+                        names.setdefault(_collective_name(name), _Intervals()).add(ts, dur)
+                    else:
+                        kern_comp.add(ts, dur)
+                        k_corr["comp"].append(corr)
+                elif cat in ("gpu_memcpy", "gpu_memset"):
+                    kern_other.add(ts, dur)
+                    k_corr["other"].append(int(args.get("correlation", -1)) if args else -1)
+                elif cat in ("cuda_runtime", "cuda_driver"):
+                    if args and "correlation" in args:
+                        launches_corr.append(int(args["correlation"]))
+                        launches_ts.append(ts)
+                elif name.startswith("gloo:"):
+                    gloo.add(ts, dur)
+                    names.setdefault(name, _Intervals()).add(ts, dur)
+                elif cat == "cpu_op":
+                    key2 = (item.get("pid"), item.get("tid"))
+                    cpu_ops.setdefault(key2, _Intervals())
+                    if not _COMM_ANNOTATION.match(name):
+                        cpu_ops[key2].add(ts, dur)
+        except TraceTruncatedError as exc:
+            truncated = (
+                f"{src}: trace ends early {exc}; analysed the {events:,} events before it "
+                "(steps whose events came after the cut are missing or partial)"
+            )
+    dist_meta, own_meta = meta.get("distributedInfo"), meta.get("bandwall")
+    dist: dict[str, Any] = dist_meta if isinstance(dist_meta, dict) else {}
+    own: dict[str, Any] = own_meta if isinstance(own_meta, dict) else {}
+    rank = own.get("rank", dist.get("rank")) if (own or dist) else None
+    out = RankTrace(
+        source=src,
+        rank=int(rank) if rank is not None else _rank_from_name(src),
+        host=str(own.get("host") or meta.get("host_name") or meta.get("hostname") or "") or None,
+        world_size=int(dist["world_size"]) if "world_size" in dist else None,
+        backend=str(dist.get("backend")) if dist.get("backend") else None,
+        events=events,
+        truncated=truncated,
+    )
+    steps.sort(key=lambda s: s[1])
+    if not steps:
+        return out
+    if len(kern_comp) + len(kern_comm):
+        out.device = "gpu"
+        lo, hi = _gpu_steps(
+            out, steps, (kern_comp, kern_comm, kern_other), k_corr, launches_corr, launches_ts
+        )
+    else:
+        main = (steps[0][3], steps[0][4])
+        compute = cpu_ops.get(main, _Intervals()).union()
+        comm = gloo.union()
+        empty = np.empty((0, 2))
+        out.steps = [_step_stats(n, a, b, compute, comm, empty) for n, a, b, *_ in steps]
+        lo, hi = steps[0][1], max(s[2] for s in steps)
+    for name, iv in names.items():
+        seconds = _length(_clip(iv.union(), lo, hi)) * 1e-6
+        if seconds > 0:
+            out.collectives[name] = seconds
+    return out
+
+
+def _collective_name(kernel: str) -> str:
+    """'ncclDevKernel_AllReduce_Sum_f32_RING_LL(...)' -> 'AllReduce'."""
+    m = re.match(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", kernel)
+    return m.group(1) if m else kernel.split("(")[0]
+
+
+def _gpu_steps(
+    out: RankTrace,
+    steps: list[tuple[int, float, float, Any, Any]],
+    kernels: tuple[_Intervals, _Intervals, _Intervals],
+    k_corr: dict[str, array[int]],
+    launches_corr: array[int],
+    launches_ts: array[float],
+) -> tuple[float, float]:
+    """Assign each kernel to the step of its CPU launch, then take unions per step; returns
+    the span of the steps on the GPU (microseconds)."""
+    starts = np.array([s[1] for s in steps])
+    ends = np.array([s[2] for s in steps])
+    lc = np.frombuffer(launches_corr, dtype=np.int64)
+    lt = np.frombuffer(launches_ts, dtype=np.float64)
+    order = np.argsort(lc)
+    lc, lt = lc[order], lt[order]
+
+    def step_of(iv: _Intervals, corr: array[int]) -> npt.NDArray[np.intp]:
+        s = np.frombuffer(iv.s, dtype=np.float64)
+        c = np.frombuffer(corr, dtype=np.int64)
+        at = s.copy()  # fallback: the kernel's own start
+        if lc.size and c.size:
+            pos = np.clip(np.searchsorted(lc, c), 0, lc.size - 1)
+            hit = lc[pos] == c
+            at[hit] = lt[pos[hit]]
+        idx = np.searchsorted(starts, at, side="right") - 1
+        inside = (idx >= 0) & (at <= ends[np.clip(idx, 0, None)])
+        return np.where(inside, idx, -1)
+
+    groups = []
+    for iv, key in zip(kernels, ("comp", "comm", "other"), strict=True):
+        s = np.frombuffer(iv.s, dtype=np.float64)
+        e = np.frombuffer(iv.e, dtype=np.float64)
+        groups.append((s, e, step_of(iv, k_corr[key])))
+    first = np.full(len(steps), np.inf)
+    last = np.full(len(steps), -np.inf)
+    for s, e, idx in groups:
+        for i in range(len(steps)):
+            sel = idx == i
+            if np.any(sel):
+                first[i] = min(first[i], float(s[sel].min()))
+                last[i] = max(last[i], float(e[sel].max()))
+    span = (np.inf, -np.inf)
+    for i, (n, *_rest) in enumerate(steps):
+        if not np.isfinite(first[i]):
+            continue
+        nxt = next((first[j] for j in range(i + 1, len(steps)) if np.isfinite(first[j])), None)
+        hi = float(nxt) if nxt is not None else float(last[i])
+        unions = [_union(s[idx == i], e[idx == i]) for s, e, idx in groups]
+        out.steps.append(_step_stats(n, float(first[i]), hi, *unions))
+        span = (min(span[0], float(first[i])), max(span[1], hi))
+    return span
+
+
+# --- a job: several ranks --------------------------------------------------------------------
+
+
+@dataclass
+class JobTrace:
+    """All ranks' traces of one job, and who the others wait for."""
+
+    ranks: list[RankTrace]
+    straggler: RankTrace | None = None
+    straggler_excess_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def step_s(self) -> float:
+        vals = [r.median("step_s") for r in self.ranks if r.steps]
+        return float(statistics.median(vals)) if vals else 0.0
+
+    @property
+    def exposed_s(self) -> float:
+        vals = [r.median("exposed_s") for r in self.ranks if r.steps]
+        return float(statistics.fmean(vals)) if vals else 0.0
+
+    @property
+    def compute_s(self) -> float:
+        vals = [r.median("compute_s") for r in self.ranks if r.steps]
+        return float(statistics.median(vals)) if vals else 0.0
+
+    @property
+    def comm_s(self) -> float:
+        vals = [r.median("comm_s") for r in self.ranks if r.steps]
+        return float(statistics.fmean(vals)) if vals else 0.0
+
+    @property
+    def exposed_share(self) -> float:
+        """Exposed communication over step time, averaged over ranks (each rank's totals)."""
+        vals = [r.exposed_share for r in self.ranks if r.steps]
+        return float(statistics.fmean(vals)) if vals else 0.0
+
+    @property
+    def idle_share(self) -> float:
+        vals = [r.total("idle_s") / r.total("step_s") for r in self.ranks if r.total("step_s")]
+        return float(statistics.fmean(vals)) if vals else 0.0
+
+
+def find_straggler(ranks: list[RankTrace]) -> tuple[RankTrace | None, float]:
+    """The rank the others wait for, and by how much per step (seconds).
+
+    Per step, the rank with the most time outside exposed communication; a rank is named
+    when it is that rank in at least `STRAGGLER_CONSISTENCY` of the steps and its median excess
+    over the others' median is at least `STRAGGLER_MIN_SHARE` of the step (and 1 ms): a
+    persistent straggler, not run-to-run noise.
+    """
+    live = [r for r in ranks if r.steps]
+    if len(live) < 2:
+        return None, 0.0
+    common = sorted(set.intersection(*({s.step for s in r.steps} for r in live)))
+    if not common:
+        return None, 0.0
+    by_step = [{s.step: s for s in r.steps} for r in live]
+    wins: dict[int, int] = {}
+    excess: dict[int, list[float]] = {}
+    for n in common:
+        outside = [steps[n].outside_comm_s for steps in by_step]
+        i = max(range(len(live)), key=lambda k: outside[k])
+        wins[i] = wins.get(i, 0) + 1
+        rest = outside[:i] + outside[i + 1 :]
+        excess.setdefault(i, []).append(outside[i] - float(statistics.median(rest)))
+    slow, count = max(wins.items(), key=lambda kv: kv[1])
+    step = float(statistics.median([r.median("step_s") for r in live]))
+    gap = float(statistics.median(excess[slow]))
+    if count < STRAGGLER_CONSISTENCY * len(common) or gap < max(STRAGGLER_MIN_SHARE * step, 1e-3):
+        return None, 0.0
+    return live[slow], gap
+
+
+def analyze_job(paths: list[str | Path], chunk: int = CHUNK_CHARS) -> JobTrace:
+    """Every rank's trace, then the straggler."""
+    if not paths:
+        raise ConfigError("no trace files given", field="traces")
+    ranks = [analyze_trace(p, chunk) for p in paths]
+    job = JobTrace(ranks=ranks)
+    for r in ranks:
+        if r.truncated:
+            job.notes.append(r.truncated)
+        if not r.steps:
+            job.notes.append(
+                f"{r.source}: no ProfilerStep#N events ({r.events:,} events read): record with "
+                "torch.profiler's schedule and call prof.step() each step"
+            )
+    seen: dict[int, str] = {}
+    for r in ranks:
+        if r.rank is not None and r.rank in seen:
+            job.notes.append(f"{r.source} and {seen[r.rank]} both claim rank {r.rank}")
+        elif r.rank is not None:
+            seen[r.rank] = r.source
+    job.straggler, job.straggler_excess_s = find_straggler(ranks)
+    return job

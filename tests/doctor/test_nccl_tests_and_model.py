@@ -1,0 +1,83 @@
+"""nccl-tests evidence: imported through the importer's public functions it feeds calibrate and
+validate like a bench run (round trip), and doctor compares its busbw with the model."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from bandwall.cli.app import app
+from bandwall.errors import ConfigError
+from bandwall.measure.doctor import busbw_comparison, diagnose, infer_layout
+from bandwall.measure.importers.nccl_tests import import_log, parse_log, resolve, store_rows
+
+NCCL_TESTS = Path(__file__).resolve().parents[1] / "data" / "nccl-tests"
+EFA = NCCL_TESTS / "eks-efa-t4-all-reduce.log"  # 2 x T4 over EFA, aws-ofi-nccl (see .source)
+
+
+def test_imported_nccl_tests_round_trip_through_calibrate_and_validate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BANDWALL_PROFILE_DIR", str(tmp_path / "profiles"))
+    db = str(tmp_path / "results.db")
+    (run,) = import_log(EFA.read_text(), EFA.name, db, op="all_reduce")
+    runner = CliRunner()
+    cal = runner.invoke(
+        app, ["calibrate", str(run["run_id"]), "--db", db, "--name", "efa", "--json"]
+    )
+    assert cal.exit_code == 0, cal.output
+    fit = json.loads(cal.output)
+    # the fitted bandwidth is the log's own large-message busbw (3.11 GB/s at 1 GiB, 2 ranks)
+    assert fit["bandwidth_Bps"] / 1e9 == pytest.approx(3.11, rel=0.05)
+    assert fit["median_abs_error"] < 0.05 and fit["backend"] == "nccl"
+    val = runner.invoke(
+        app, ["validate", str(run["run_id"]), "--db", db, "--fabric", "measured:efa", "--json"]
+    )
+    assert val.exit_code == 0, val.output
+    summary = json.loads(val.output)["summary"]
+    assert summary["rows"] == fit["rows"] and summary["median_abs_error"] < 0.10
+
+
+def test_doctor_compares_nccl_tests_busbw_with_the_model() -> None:
+    (block,) = parse_log((NCCL_TESTS / "gke-a4-b200-16-ranks-all-gather.log").read_text())
+    op, ranks, _ = resolve(block, "all_gather", None)
+    rows = store_rows(block, op, ranks)
+    layout = infer_layout(
+        ranks=ranks, hosts=2, device_names=["NVIDIA B200"], transport="RoCE", fabric="roce-400"
+    )
+    assert (layout.gpu, layout.gpus_per_node, layout.fabric) == ("B200", 8, "roce-400")
+    cmp = busbw_comparison(rows, op.value, layout)
+    assert cmp["compared_sizes"][-1] == 8 << 30
+    big = sorted({r["size_bytes"] for r in rows if r["size_bytes"] >= 64 << 20})
+    best = [max(r["busbw_GBps"] for r in rows if r["size_bytes"] == s) for s in big]
+    assert cmp["compared_sizes"] == big
+    assert cmp["measured_busbw_GBps"] == pytest.approx(statistics.median(best), rel=1e-9)
+    assert (
+        0
+        < cmp["ratio"]
+        == pytest.approx(cmp["measured_busbw_GBps"] / cmp["model_busbw_GBps"], rel=0.02)
+    )
+    assert all(r["model_busbw_GBps"] > 0 for r in cmp["rows"])
+
+
+def test_unknown_gpu_asks_for_it() -> None:
+    with pytest.raises(ConfigError, match="give --gpu") as err:
+        infer_layout(ranks=2, hosts=2, device_names=["Tesla T4"], transport="EFA")
+    assert err.value.field == "gpu"
+
+
+def test_doctor_on_an_nccl_tests_log_with_nccl_info_lines() -> None:
+    diag = diagnose([str(EFA)], gpu="H100-SXM", op="all_reduce")
+    (item,) = diag.inputs
+    assert item.kinds == ["nccl-log", "nccl-tests"]
+    (t,) = diag.nccl_tests
+    assert t["op"] == "all_reduce" and t["ranks"] == 2
+    assert "fabric efa-p5 assumed" in " ".join(t["assumptions"])
+    assert diag.logs[0].net_transport == "EFA"
+    # 3.1 GB/s against an EFA p5 (400 Gb/s) model: far below, and said so with the assumption
+    low = next(f for f in diag.findings if f.code == "busbw_low")
+    assert "efa-p5" in low.reason and low.severity == "high"
