@@ -457,10 +457,16 @@ def _notes(
     if req.bandwidth_Gbps is not None and out is not None:
         kind = "TCP" if out.tcp else "RDMA"
         notes.append(
-            f"--bandwidth sets each of the {cl.nics_per_node:g} {kind} NICs per node of "
+            f"--bandwidth sets each of the {cl.nics_per_node:g} {kind} "
+            f"NIC{'' if cl.nics_per_node == 1 else 's'} per node of "
             f"{out.name} to {req.bandwidth_Gbps:g} Gb/s ({req.bandwidth_Gbps * cl.nics_per_node:g}"
-            " Gb/s per node); the fabric's transport is kept. For one TCP link per node use "
-            "--preset decentralized-colocated or --fabric eth-25g-tcp --nics-per-node 1."
+            " Gb/s per node); the fabric's transport is kept."
+            + (
+                ""
+                if out.tcp and cl.nics_per_node == 1
+                else " For one TCP link per node use --preset decentralized-colocated or "
+                "--fabric eth-25g-tcp --nics-per-node 1."
+            )
         )
     if not isinstance(w, Transformer):
         per_gpu = row["global_batch"] / max(row["dp"], 1)

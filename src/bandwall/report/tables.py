@@ -43,6 +43,15 @@ def _money(usd: float) -> str:
     return f"${usd:,.0f}" if usd >= 100 else f"${usd:,.2f}"
 
 
+def _energy(kwh: float) -> str:
+    """MWh for jobs, kWh for small runs, so a one-hour job does not print 0.0 MWh."""
+    return f"{kwh / 1e3:,.1f} MWh" if kwh >= 100 else f"{kwh:,.3g} kWh"
+
+
+def _co2(kg: float) -> str:
+    return f"{kg / 1e3:,.1f} t" if kg >= 100 else f"{kg:,.3g} kg"
+
+
 def _layout_text(layout: dict[str, Any]) -> str:
     parts = [
         f"{k}={layout[k]}" for k in ("tp", "pp", "cp", "ep", "dp") if layout[k] != 1 or k == "dp"
@@ -104,9 +113,9 @@ def plan_tables(plan: Plan) -> list[Table]:
         ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
         (
             "energy",
-            f"{m['energy_kwh'] / 1e3:,.1f} MWh, {m['joules_per_token']:,.3g} J/"
+            f"{_energy(m['energy_kwh'])}, {m['joules_per_token']:,.3g} J/"
             f"{'token' if isinstance(plan.workload, Transformer) else 'sample'}, "
-            f"{m['co2_kg'] / 1e3:,.1f} t CO2 ({m['power_W_per_gpu']:,.0f} W per GPU with PUE)",
+            f"{_co2(m['co2_kg'])} CO2 ({m['power_W_per_gpu']:,.0f} W per GPU with PUE)",
         ),
         (
             "cost",
@@ -179,7 +188,7 @@ def compare_tables(plans: list[Plan]) -> list[Table]:
     unit = "token" if isinstance(plans[0].workload, Transformer) else "sample"
     energy = Table(title=f"{title}: energy")
     energy.add_column("preset", min_width=width, no_wrap=True)
-    for col in ("W/GPU", "MWh", f"J/{unit}", "t CO2"):
+    for col in ("W/GPU", "energy", f"J/{unit}", "CO2"):
         energy.add_column(col, justify="right", no_wrap=True)
     for p in plans:
         m = p.metrics
@@ -193,9 +202,9 @@ def compare_tables(plans: list[Plan]) -> list[Table]:
         energy.add_row(
             p.cluster.preset,
             f"{m['power_W_per_gpu']:,.0f}",
-            f"{m['energy_kwh'] / 1e3:,.1f}",
+            _energy(m["energy_kwh"]),
             f"{m['joules_per_token']:,.3g}",
-            f"{m['co2_kg'] / 1e3:,.1f}",
+            _co2(m["co2_kg"]),
         )
         money.add_row(
             p.cluster.preset,

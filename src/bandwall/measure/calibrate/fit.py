@@ -324,25 +324,32 @@ def predict_train(
     bucket_MiB: float = 25.0,
 ) -> dict[str, float]:
     """The plan model's DDP step for a measured `bench train` row: measured compute plus the
-    exposed all-reduce of the gradient buckets on the (calibrated) fabric."""
-    from bandwall.model.data_parallel import BACKWARD_SHARE, ddp_exposed_s
+    exposed all-reduce of the gradient buckets on the (calibrated) fabric, composed from the
+    same terms the engine uses (model/data_parallel.py), so a lab row checks the plan."""
+    from bandwall.model.data_parallel import (
+        BACKWARD_SHARE,
+        bucketed_all_reduce_s,
+        ddp_exposed_s,
+        last_bucket_share,
+    )
 
     link = Link.from_fabric(fabric)
     if bandwidth_Gbps is not None:
         link = link.with_overrides(bandwidth_Bps=bandwidth_Gbps * GB / 8)
+    topo = _single_level(link, str(row.get("backend", "gloo")))
     grads = float(row["grad_bytes"])
-    buckets = max(1, int(np.ceil(grads / (bucket_MiB * 2**20))))
-    t_bucket = float(
-        collective_time_s(
-            Op.ALL_REDUCE,
-            MEASURED_ALGO[Op.ALL_REDUCE],
-            grads / buckets,
-            world,
-            _single_level(link, str(row.get("backend", "gloo"))),
+    t_reduce = float(
+        bucketed_all_reduce_s(
+            grads,
+            bucket_MiB,
+            lambda size: collective_time_s(
+                Op.ALL_REDUCE, MEASURED_ALGO[Op.ALL_REDUCE], size, world, topo
+            ),
         )
     )
     compute = float(row["compute_median_s"])
-    exposed = float(ddp_exposed_s(buckets * t_bucket, BACKWARD_SHARE * compute, t_bucket))
+    last_bucket = t_reduce * float(last_bucket_share(bucket_MiB, grads))
+    exposed = float(ddp_exposed_s(t_reduce, BACKWARD_SHARE * compute, last_bucket))
     step = compute + exposed
     return {
         "predicted_step_s": step,
