@@ -83,6 +83,8 @@ def _env(workdir: Path) -> dict[str, str]:
         COLUMNS="80",
         BANDWALL_DB=str(workdir / "results.db"),
         BANDWALL_PROFILE_DIR=str(workdir / "profiles"),
+        # as after the README's set-up: the venv's `bandwall` is on PATH (lab run execs it)
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     )
     return env
 
@@ -116,11 +118,17 @@ def test_readme_command_runs(
 def test_readme_lab_block_runs(workdir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
-    for _, argv, expected in (c for c in CASES if c[0] == "lab"):
-        r = _run(argv, workdir)
-        assert r.returncode == 0, f"{' '.join(argv)}\n{r.stdout}\n{r.stderr}"
-        if expected is not None:
-            assert matches(expected, r.stdout)
+    block = [c for c in CASES if c[0] == "lab"]
+    made = [a[a.index("--name") + 1] for _, a, _ in block if a[1:3] == ["lab", "up"]]
+    try:
+        for _, argv, expected in block:
+            r = _run(argv, workdir)
+            assert r.returncode == 0, f"{' '.join(argv)}\n{r.stdout}\n{r.stderr}"
+            if expected is not None:
+                assert matches(expected, r.stdout)
+    finally:  # a failed line must not leave its lab behind for the next run
+        for name in made:
+            _run(["bandwall", "lab", "down", name], workdir)
 
 
 def test_readme_python_blocks_run() -> None:

@@ -189,6 +189,13 @@ def fit_run(
         ops.sort(key=lambda o: -sum(r["op"] == o for r in use))
     group = np.array([ops.index(r["op"]) for r in use], dtype=np.intp)
     jit = _jitter_s(L, world, mu, sigma)
+    # Jitter does not grow with size, like α: the spread only bounds it from above. It cannot
+    # exceed the size-independent time of a plain α-β fit, or it would eat the small rows
+    # (a noisy 4-iteration run otherwise fitted 13× the line rate).
+    alpha_all, _, _ = _least_squares(t, L, F, group)
+    if np.any(jit > 0):
+        k = min(1.0, float(np.min(alpha_all * L / np.maximum(jit, 1e-300))))
+        mu, sigma, jit = mu * k, sigma * k, jit * k
     net = np.maximum(t - jit, t * 1e-6)
     alpha, betas, model = _least_squares(net, L, F, group)
     beta = float(betas[0])
