@@ -19,9 +19,9 @@ from bandwall.planning.infer import (
     error_summary,
     holdout,
     infer,
-    make_infer_request,
     validate_serving,
 )
+from bandwall.planning.request import make_infer_request
 from bandwall.planning.resolve import resolve_cluster, resolve_workload
 from bandwall.workloads import Transformer
 

@@ -13,7 +13,6 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,38 +21,10 @@ from pydantic import BaseModel, ValidationError
 from bandwall.catalog.models import FabricSpec, FailureSpec, GpuSpec, ProviderSpec
 from bandwall.catalog.perf import GpuPerf
 from bandwall.errors import CatalogError, ConfigError, unknown_choice
+from bandwall.rawdata import raw_rows as raw_rows  # re-exported: the catalog's raw reader
+from bandwall.rawdata import read_tables as _read_tables
 
 _M = TypeVar("_M", bound=BaseModel)
-
-
-@cache
-def raw_rows(package: str, name: str, table: str) -> list[dict[str, Any]]:
-    """The rows of one shipped (and overlaid, for the catalog) TOML table, unvalidated: for
-    listing keys where validating every entry would cost start-up time."""
-    if package == "catalog":
-        return [row for _, row in _read_tables(name, table)]
-    text = resources.files(f"bandwall.{package}").joinpath("data", name).read_text("utf-8")
-    return list(tomllib.loads(text).get(table, []))
-
-
-def _read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
-    texts = [
-        (
-            f"bandwall/catalog/data/{name}",
-            resources.files("bandwall.catalog").joinpath("data", name).read_text(encoding="utf-8"),
-        )
-    ]
-    extra = os.environ.get("BANDWALL_CATALOG_DIR")
-    if extra and (Path(extra) / name).is_file():
-        texts.append((str(Path(extra) / name), (Path(extra) / name).read_text(encoding="utf-8")))
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for origin, text in texts:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
-        rows.extend((origin, row) for row in data.get(table, []))
-    return rows
 
 
 def _validate(

@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from bandwall.catalog.loader import load_catalog, raw_rows
+from bandwall.catalog.loader import load_catalog
 from bandwall.errors import CatalogError, unknown_choice
+from bandwall.rawdata import raw_rows
 
 
 class _Entry(BaseModel):

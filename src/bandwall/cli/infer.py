@@ -2,7 +2,7 @@
 
 Options come from the request schema: the plan request's model and cluster fields (training
 strategy, budget and fault fields do not apply to serving and are left out) and the serving and
-energy fields of `bandwall.planning.infer.InferRequest`. matplotlib is imported only to draw a
+energy fields of `bandwall.planning.request.InferRequest`. matplotlib is imported only to draw a
 chart.
 """
 
@@ -71,14 +71,14 @@ TRAINING_ONLY = (
 
 
 def _infer_fields() -> tuple[str, ...]:
-    from bandwall.planning.infer import INFER_FIELDS
+    from bandwall.planning.request import INFER_FIELDS
 
     return INFER_FIELDS
 
 
 def _infer_option(name: str) -> inspect.Parameter:
     """One serving/energy field as a Typer option: its docstring, choices and default."""
-    from bandwall.planning.infer import InferRequest
+    from bandwall.planning.request import InferRequest
 
     info = InferRequest.model_fields[name]
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
@@ -290,7 +290,7 @@ def infer(
     """Serve a model: time to first token, inter-token latency, tokens/s, cost and energy per
     million tokens. Unset --tp, --pp and --concurrency are searched (cheapest per token)."""
     from bandwall.planning.infer import infer as run_infer
-    from bandwall.planning.infer import make_infer_request
+    from bandwall.planning.request import make_infer_request
     from bandwall.report.text import console, print_json
 
     result = run_infer(make_infer_request(**fields))
@@ -313,7 +313,8 @@ def run_compare_infer(
 ) -> None:
     """`compare --infer`: the serving job on each preset (and each of `models`), a table and an
     optional PNG chart."""
-    from bandwall.planning.infer import compare_infer, make_infer_request
+    from bandwall.planning.infer import compare_infer
+    from bandwall.planning.request import make_infer_request
     from bandwall.report.text import console, err_console, print_json
 
     results = []

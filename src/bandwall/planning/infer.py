@@ -1,9 +1,10 @@
 """`infer`: serve a model on an infrastructure — latency, throughput, cost and energy per token.
 
-`InferRequest` is the plan request (`PlanRequest`: model, preset, GPU, fabric, prices...) plus
-the serving fields (prompt and output lengths, concurrency, latency target) and the energy
-fields (PUE, grid, electricity price). Layout axes `tp` and `pp` left unset are searched, as is
-the concurrency: the cheapest feasible candidate per token wins (ties: the lower ITL).
+`InferRequest` (planning/request.py, beside the plan request it extends) is the plan request
+(`PlanRequest`: model, preset, GPU, fabric, prices...) plus the serving fields (prompt and
+output lengths, concurrency, latency target) and the energy fields (PUE, grid, electricity
+price). Layout axes `tp` and `pp` left unset are searched, as is the concurrency: the cheapest
+feasible candidate per token wins (ties: the lower ITL).
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import Field, ValidationError
 
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
 from bandwall.model.serving import ServeOptions, ServingMetrics, evaluate_serving
-from bandwall.planning.request import PlanRequest, config_error
+from bandwall.planning.request import (
+    InferRequest,
+    make_infer_request,
+)
 from bandwall.planning.resolve import (
     describe_cluster,
     energy_profile,
@@ -31,57 +34,6 @@ from bandwall.planning.resolve import (
     resolve_workload,
 )
 from bandwall.workloads import Transformer
-
-#: Per-replica scheduler cap on sequences in flight when the request gives none (vLLM's
-#: default max_num_seqs).
-DEFAULT_MAX_CONCURRENCY = 256
-
-
-def _meta(group: str, **extra: Any) -> dict[str, Any]:
-    return {"group": group, **extra}
-
-
-class InferRequest(PlanRequest):
-    """Serving a model on an infrastructure: the plan request's model and cluster fields, the
-    request shape, and the energy settings. Training-only fields (batch, budget, strategy,
-    faults) are accepted and ignored."""
-
-    # --- serving ---------------------------------------------------------------------------
-    prompt_tokens: int = Field(default=1024, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
-    """Input tokens per request."""
-    output_tokens: int = Field(default=256, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
-    """Generated tokens per request."""
-    concurrency: int | None = Field(
-        default=None, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
-    )
-    """Sequences in flight per replica (unset: the cheapest per token up to max_concurrency)."""
-    max_concurrency: int = Field(
-        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
-    )
-    """Scheduler cap on sequences in flight per replica (vLLM's max_num_seqs)."""
-    max_itl_ms: float | None = Field(
-        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-itl-ms")
-    )
-    """Inter-token latency target the search must meet, ms (unset: none)."""
-    static_batch: bool = Field(default=False, json_schema_extra=_meta("serving"))
-    """Static batching (all sequences start and end together) instead of continuous."""
-    spread_sites: bool = Field(default=False, json_schema_extra=_meta("serving"))
-    """Put consecutive pipeline stages in different sites (Petals-style serving)."""
-    kv_cache_dtype: Literal["auto", "bf16", "fp8"] = Field(
-        default="auto", json_schema_extra=_meta("serving")
-    )
-    """KV-cache number format (auto: as the weights)."""
-
-
-INFER_FIELDS = tuple(n for n in InferRequest.model_fields if n not in PlanRequest.model_fields)
-
-
-def make_infer_request(**fields: Any) -> InferRequest:
-    """A validated serving request from field values (None means unset)."""
-    try:
-        return InferRequest.model_validate({k: v for k, v in fields.items() if v is not None})
-    except ValidationError as exc:
-        raise config_error(exc) from None
 
 
 def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfile:

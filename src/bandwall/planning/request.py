@@ -81,7 +81,7 @@ def _meta(group: str, **extra: Any) -> dict[str, Any]:
 def choices_for(kind: str) -> list[str]:
     """The values a catalog-backed field accepts (for help text, forms and errors). Read from
     the raw TOML keys, without validating every entry, so `--help` stays fast."""
-    from bandwall.catalog.loader import raw_rows
+    from bandwall.rawdata import raw_rows
 
     if kind == "model":
         rows = [
@@ -478,5 +478,53 @@ def make_request(**fields: Any) -> PlanRequest:
     """A validated request from field values (None means unset); errors name the field."""
     try:
         return PlanRequest.model_validate({k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        raise config_error(exc) from None
+
+
+#: Per-replica scheduler cap on sequences in flight when the request gives none (vLLM's
+#: default max_num_seqs).
+DEFAULT_MAX_CONCURRENCY = 256
+
+
+class InferRequest(PlanRequest):
+    """Serving a model on an infrastructure: the plan request's model and cluster fields, the
+    request shape, and the energy settings. Training-only fields (batch, budget, strategy,
+    faults) are accepted and ignored."""
+
+    # --- serving ---------------------------------------------------------------------------
+    prompt_tokens: int = Field(default=1024, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
+    """Input tokens per request."""
+    output_tokens: int = Field(default=256, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
+    """Generated tokens per request."""
+    concurrency: int | None = Field(
+        default=None, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
+    )
+    """Sequences in flight per replica (unset: the cheapest per token up to max_concurrency)."""
+    max_concurrency: int = Field(
+        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
+    )
+    """Scheduler cap on sequences in flight per replica (vLLM's max_num_seqs)."""
+    max_itl_ms: float | None = Field(
+        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-itl-ms")
+    )
+    """Inter-token latency target the search must meet, ms (unset: none)."""
+    static_batch: bool = Field(default=False, json_schema_extra=_meta("serving"))
+    """Static batching (all sequences start and end together) instead of continuous."""
+    spread_sites: bool = Field(default=False, json_schema_extra=_meta("serving"))
+    """Put consecutive pipeline stages in different sites (Petals-style serving)."""
+    kv_cache_dtype: Literal["auto", "bf16", "fp8"] = Field(
+        default="auto", json_schema_extra=_meta("serving")
+    )
+    """KV-cache number format (auto: as the weights)."""
+
+
+INFER_FIELDS = tuple(n for n in InferRequest.model_fields if n not in PlanRequest.model_fields)
+
+
+def make_infer_request(**fields: Any) -> InferRequest:
+    """A validated serving request from field values (None means unset)."""
+    try:
+        return InferRequest.model_validate({k: v for k, v in fields.items() if v is not None})
     except ValidationError as exc:
         raise config_error(exc) from None
