@@ -242,11 +242,15 @@ def evaluate_points(
                 }
             )
         )
-    merged = Metrics(
-        **{
-            f.name: np.concatenate([np.asarray(getattr(p, f.name)) for p in parts])
-            for f in dataclasses.fields(Metrics)
-        }
+    merged = (
+        parts[0]
+        if len(parts) == 1
+        else Metrics(
+            **{
+                f.name: np.concatenate([np.asarray(getattr(p, f.name)) for p in parts])
+                for f in dataclasses.fields(Metrics)
+            }
+        )
     )
     return w, merged, Search(searched, n_cand, feasible_count)
 
@@ -313,7 +317,7 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
             if f.name in vec_names:
                 continue
             columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
-    return {k: np.concatenate(v) for k, v in columns.items()}
+    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in columns.items()}
 
 
 # --- plan ------------------------------------------------------------------------------------
