@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ def test_script_parses_and_refuses_a_machine_without_gpus(tmp_path: Path) -> Non
         text=True,
         timeout=120,
         check=False,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     assert res.returncode == 3 and "no CUDA GPU" in res.stderr
 
@@ -33,7 +35,7 @@ def test_full_check_on_a_gpu(tmp_path: Path) -> None:
     if not torch.cuda.is_available() or shutil.which("bandwall") is None:
         pytest.skip("needs CUDA and the bandwall command")
     out = tmp_path / "gpu"
-    env = {**os.environ, "SIZES": "1M:256M", "STEPS": "3"}
+    env = {**os.environ, "SIZES": "1M:256M", "STEPS": "3", "PYTHON": sys.executable}
     res = subprocess.run(
         ["bash", str(SCRIPT), str(out)],
         capture_output=True,

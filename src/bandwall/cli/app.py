@@ -17,8 +17,9 @@ from bandwall import __version__
 from bandwall.cli import doctor, measure, show
 from bandwall.cli import infer as infer_cli
 from bandwall.cli.options import expand, request, with_request_options
+from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
-from bandwall.report.text import console, err_console, print_json
+from bandwall.report.text import console, emit, err_console, print_json
 
 app = typer.Typer(
     name="bandwall",
@@ -53,7 +54,8 @@ def catalog(
     kind: Annotated[
         str, typer.Argument(help="gpus, fabrics, providers or failures (default: all).")
     ] = "",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """List the hardware catalog with the source and date of every figure."""
     from bandwall.catalog import load_catalog
@@ -75,8 +77,8 @@ def catalog(
         "perf": [g.model_dump(mode="json") for g in cat.perf.values()],
         "power": power_table(),
     }
-    if as_json:
-        print_json(tables[kinds[0]] if kind else tables)
+    every = [{"table": k, **row} for k in CATALOG_KINDS for row in tables[k]]
+    if emit(tables[kinds[0]] if kind else tables, as_json, as_csv, None if kind else every):
         return
     for k in kinds:
         console.print(catalog_table(k, cat))
@@ -168,7 +170,8 @@ def collective(
     sizes: Annotated[
         str, typer.Option(help="START:END[:xF|:+STEP] or a list; K/M/G are powers of 1024.")
     ] = "1K:8G",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Price one collective with the analytical model, as an nccl-tests-like table."""
     import numpy as np
@@ -210,8 +213,7 @@ def collective(
         the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo, protocol=the_proto
     )
     rows = result.records()
-    if as_json:
-        print_json(rows)
+    if emit(rows, as_json, as_csv):
         return
     up = topo.scale_up.name if topo.scale_up else "none"
     title = (
@@ -226,7 +228,8 @@ def collective(
 @with_request_options()
 def plan(
     fields: dict[str, Any],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Plan one training job: layout, step time, efficiency, MFU, time to train and cost.
 
@@ -237,8 +240,7 @@ def plan(
     from bandwall.report.tables import plan_tables
 
     the_plan = make_plan(request(fields))
-    if as_json:
-        print_json(the_plan.to_json())
+    if emit(the_plan.to_json(), as_json, as_csv):
         return
     for table in plan_tables(the_plan):
         console.print(table)
@@ -267,7 +269,8 @@ def compare(
         str, typer.Option(help="With --infer: models to compare, comma-separated.")
     ] = "",
     chart: Annotated[str | None, typer.Option(help="With --infer: save a PNG chart.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Run one job on several infrastructures side by side (training, or serving with
     --infer)."""
@@ -280,11 +283,10 @@ def compare(
         from bandwall.cli.infer import run_compare_infer
 
         models = _split(infer_models, "infer_models") if infer_models else None
-        run_compare_infer(fields, keys, models=models, as_json=as_json, chart=chart)
+        run_compare_infer(fields, keys, models=models, as_json=as_json, as_csv=as_csv, chart=chart)
         return
     plans = compare_plans(request(fields, preset=keys[0]), keys)
-    if as_json:
-        print_json([p.to_json() for p in plans])
+    if emit([p.to_json() for p in plans], as_json, as_csv):
         return
     for table in compare_tables(plans):
         console.print(table)
@@ -326,7 +328,8 @@ def scale(
     gpus: Annotated[
         str, typer.Option(help="GPU counts, e.g. 1k:128k:x2 (k = 1024) or 64,128.")
     ] = "1k:16k:x2",
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Step time, efficiency, goodput and cost per token along GPU count; layout options left
     unset are searched at each count."""
@@ -335,8 +338,7 @@ def scale(
 
     counts = [int(v) for v in expand("gpus", gpus)]
     plans = scale_plans(request(fields, gpus=counts[0]), counts)
-    if as_json:
-        print_json([p.to_json() for p in plans])
+    if emit([p.to_json() for p in plans], as_json, as_csv):
         return
     for table in scale_tables(plans):
         console.print(table)
@@ -362,7 +364,8 @@ def validate(
     ] = None,
     min_size: Annotated[str, typer.Option(help="Smallest size counted in the error.")] = "1M",
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Predicted against measured: a stored bench run (RESULTS) or published runs."""
     from bandwall.catalog import load_catalog
@@ -378,8 +381,7 @@ def validate(
 
     if published:
         rows, summaries = validate_published(find_reference_dir(reference))
-        if as_json:
-            print_json({"rows": rows, "summary": summaries})
+        if emit({"rows": rows, "summary": summaries}, as_json, as_csv, rows):
             return
         for name, summary in summaries.items():
             mine = [r for r in rows if r["file"] == name]
@@ -402,16 +404,8 @@ def validate(
     checked, summary = validate_run(
         run, rows, load_catalog().fabric(fabric), rate, parse_size(min_size, "min_size")
     )
-    if as_json:
-        print_json(
-            {
-                "run": run.id,
-                "fabric": fabric,
-                "bandwidth_Gbps": rate,
-                "rows": checked,
-                "summary": summary,
-            }
-        )
+    doc = {"run": run.id, "fabric": fabric, "bandwidth_Gbps": rate}
+    if emit({**doc, "rows": checked, "summary": summary}, as_json, as_csv, checked):
         return
     title = f"run {run.id} ({run.world_size} ranks) vs model on {fabric}" + (
         f" at {rate:g} Gb/s" if rate else ""
@@ -446,7 +440,7 @@ def calibrate(
         ),
     ] = None,
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Fit a fabric profile (latency, bandwidth per size range and op, jitter) to a stored
     bench run, or the compute efficiency to profiler traces (--from-trace)."""
@@ -483,7 +477,7 @@ def calibrate(
 
 
 @app.command()
-def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def models(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     """List the built-in workloads with derived parameter counts and FLOPs."""
     from bandwall.report.tables import models_table
     from bandwall.workloads import Transformer, builtin_workloads
@@ -502,23 +496,22 @@ def models(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] 
         }
         for k, w in builtin_workloads().items()
     ]
-    if as_json:
-        print_json(rows)
+    if emit(rows, as_json, as_csv):
         return
     console.print(models_table(rows))
 
 
 @app.command("presets")
 def presets_cmd(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """List the infrastructure presets `plan --preset` accepts."""
     from bandwall.planning.presets import presets
     from bandwall.report.tables import presets_table
 
     rows = [p.model_dump() for p in presets().values()]
-    if as_json:
-        print_json(rows)
+    if emit(rows, as_json, as_csv):
         return
     console.print(presets_table(rows))
 
@@ -536,7 +529,7 @@ app.command("doctor")(doctor.doctor)
 
 
 @app.command()
-def probe(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def probe(as_json: JsonOption = False) -> None:
     """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
     measure.probe_cmd(as_json)
 

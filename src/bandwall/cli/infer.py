@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from bandwall.cli.options import option_parameter
+from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.planning.request import PlanRequest
 
 if typing.TYPE_CHECKING:
@@ -285,17 +286,17 @@ def infer_chart(results: list[Inference], path: str) -> None:
 @with_infer_options()
 def infer(
     fields: dict[str, Any],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
 ) -> None:
     """Serve a model: time to first token, inter-token latency, tokens/s, cost and energy per
     million tokens. Unset --tp, --pp and --concurrency are searched (cheapest per token)."""
     from bandwall.planning.infer import infer as run_infer
     from bandwall.planning.request import make_infer_request
-    from bandwall.report.text import console, print_json
+    from bandwall.report.text import console, emit
 
     result = run_infer(make_infer_request(**fields))
-    if as_json:
-        print_json(result.to_json())
+    if emit(result.to_json(), as_json, as_csv):
         return
     for table in infer_tables(result):
         console.print(table)
@@ -309,13 +310,14 @@ def run_compare_infer(
     *,
     models: list[str] | None = None,
     as_json: bool = False,
+    as_csv: bool = False,
     chart: str | None = None,
 ) -> None:
     """`compare --infer`: the serving job on each preset (and each of `models`), a table and an
     optional PNG chart."""
     from bandwall.planning.infer import compare_infer
     from bandwall.planning.request import make_infer_request
-    from bandwall.report.text import console, err_console, print_json
+    from bandwall.report.text import console, emit, err_console
 
     results = []
     for model in models or [fields.get("model") or "llama3-8b"]:
@@ -323,8 +325,7 @@ def run_compare_infer(
         results += compare_infer(req, preset_keys)
     if chart:
         infer_chart(results, chart)
-    if as_json:
-        print_json([r.to_json() for r in results])
+    if emit([r.to_json() for r in results], as_json, as_csv):
         return
     for table in compare_infer_tables(results):
         console.print(table)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import sys
@@ -14,8 +12,9 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import ConfigError, unknown_choice
-from bandwall.report.text import console, err_console, print_json
+from bandwall.report.text import console, emit, err_console, print_json
 from bandwall.units import parse_size, parse_size_range
 
 if TYPE_CHECKING:
@@ -130,7 +129,7 @@ def bench_collectives(
     if out is None:
         return
     if as_json or as_csv:  # the text form was streamed by rank 0 as each size finished
-        _emit(out["rows"], as_json, as_csv, lambda: None)
+        emit(out["rows"], as_json, as_csv)
     wrong = sum(r["wrong"] for r in out["rows"])
     if wrong:
         err_console.print(f"error: {wrong} wrong element(s) in the correctness check")
@@ -145,7 +144,8 @@ def bench_links(
     timeout: Timeout = 300.0,
     local: Local = None,
     db: Db = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+    as_json: JsonOption = False,
+    as_csv: CsvOption = False,
     debug: Debug = False,
 ) -> None:
     """Pairwise send/recv bandwidth and latency between every pair of ranks."""
@@ -159,7 +159,7 @@ def bench_links(
         backend=backend,
         timeout_s=timeout,
         db=db,
-        progress=not as_json,
+        progress=not (as_json or as_csv),
         debug=debug,
         args={"command": "bench links", "argv": sys.argv[1:]},
     )
@@ -167,29 +167,11 @@ def bench_links(
     if out is None:
         return
     rows = out["rows"]
-    if as_json:
-        print_json(rows)
+    if emit(rows, as_json, as_csv):
         return
     world = max(max(r["src"], r["dst"]) for r in rows) + 1
     for t in links_tables(rows, world):
         console.print(t)
-
-
-def _emit(rows: list[dict[str, Any]], as_json: bool, as_csv: bool, table: Any) -> None:
-    if as_json:
-        print_json(rows)
-    elif as_csv:
-        _write_csv(rows, sys.stdout)
-    else:
-        console.print(table())
-
-
-def _write_csv(rows: list[dict[str, Any]], fh: Any) -> None:
-    if not rows:
-        return
-    w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-    w.writeheader()
-    w.writerows(rows)
 
 
 @bench_app.command("train")
@@ -314,14 +296,13 @@ def launch_k8s(
 
 
 @results_app.command("list")
-def results_list(db: Db = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     """Every stored run, newest last."""
     from bandwall.measure.bench.store import Store
 
     with Store(db) as store:
         runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
-    if as_json:
-        print_json(runs)
+    if emit(runs, as_json, as_csv):
         return
     t = Table(title="bench runs")
     for col in ("id", "created", "kind", "status", "ranks", "backend", "host", "rows", "error"):
@@ -343,7 +324,7 @@ def results_list(db: Db = None, as_json: Annotated[bool, typer.Option("--json")]
 
 @results_app.command("show")
 def results_show(
-    run_id: int, db: Db = None, as_json: Annotated[bool, typer.Option("--json")] = False
+    run_id: int, db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False
 ) -> None:
     """One run with its host, versions, arguments and measurements."""
     from bandwall.measure.bench.store import Store
@@ -352,8 +333,8 @@ def results_show(
     with Store(db) as store:
         run = store.run(run_id)
         rows, links, train = store.results(run_id), store.links(run_id), store.train(run_id)
-    if as_json:
-        print_json({"run": run.__dict__, "results": rows, "links": links, "train": train})
+    doc = {"run": run.__dict__, "results": rows, "links": links, "train": train}
+    if emit(doc, as_json, as_csv, rows or links or train):
         return
     console.print(
         f"run {run.id} · {run.kind} · {run.status} · {run.world_size} ranks · "
@@ -385,12 +366,7 @@ def results_export(
     with Store(db) as store:
         run = store.run(run_id)
         rows = store.results(run_id) or store.links(run_id) or store.train(run_id)
-    if fmt == "json":
-        print_json({"run": run.__dict__, "rows": rows})
-    else:
-        buf = io.StringIO()
-        _write_csv(rows, buf)
-        sys.stdout.write(buf.getvalue())
+    emit({"run": run.__dict__, "rows": rows}, fmt == "json", fmt == "csv", rows)
 
 
 @import_app.callback()
@@ -588,11 +564,45 @@ def lab_up_cmd(
         str | None,
         typer.Option(help="Packet loss per path, e.g. 0.1% (links up to 200 Mbit/s)."),
     ] = None,
+    spines: Annotated[
+        int | None,
+        typer.Option(help="Two leaves joined by this many ECMP spine paths (docs/lab-ecmp.md)."),
+    ] = None,
+    spine_rate: Annotated[
+        str | None, typer.Option(help="Rate of each spine path (default: --rate).")
+    ] = None,
+    layout: Annotated[
+        str | None,
+        typer.Option(help="With --spines: hosts on the leaves alternate (default) or packed."),
+    ] = None,
 ) -> None:
     """Create N namespaces joined by links shaped with tc tbf in both directions; with
-    --delay, --jitter or --loss the links run through a delay line (docs/lab.md)."""
+    --delay, --jitter or --loss the links run through a delay line (docs/lab.md); with
+    --spines, two leaves joined by equal-cost spine paths that hash flows (docs/lab-ecmp.md)."""
+    from bandwall.errors import LabError
     from bandwall.measure.lab import lab_up
 
+    if spines is not None:
+        from bandwall.measure.lab import ecmp
+
+        other = {"rates": rates, "delay": delay, "jitter": jitter, "loss": loss}
+        for field, value in other.items():
+            if value is not None:
+                raise LabError("not available with --spines (shaped veth links only)", field=field)
+        lab = ecmp.ecmp_up(
+            name, hosts, spines, rate, spine_rate, layout=layout or "alternate", cc=cc
+        )
+        where = ", ".join(
+            f"{lab.address(i)}@l{ecmp.leaf_of(i, lab.hosts, lab.layout)}" for i in range(lab.hosts)
+        )
+        console.print(
+            f"lab {lab.name}: {lab.hosts} hosts @ {lab.rates_Gbps[0]:g} Gb/s ({where}) · "
+            f"{lab.spines} spine paths @ {lab.spine_rate_Gbps:g} Gb/s, L4 ECMP hash · tcp {lab.cc}"
+        )
+        return
+    for field, value in {"spine_rate": spine_rate, "layout": layout}.items():
+        if value is not None:
+            raise LabError("needs --spines", field=field)
     lab = lab_up(name, hosts, rate, rates, delay=delay, jitter=jitter, cc=cc, loss=loss)
     if lab.delay_s is None:
         latency = "link latency is not emulated (give --delay to add it)"
@@ -652,7 +662,7 @@ def lab_down_cmd(
 
 
 @lab_app.command("status")
-def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def lab_status_cmd(as_json: JsonOption = False) -> None:
     """The labs that exist and whether their namespaces and delay line are intact."""
     from bandwall.measure.lab import lab_status
 
@@ -671,6 +681,8 @@ def lab_status_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
             if lab["delay_s"] is None
             else f", delay {lab['delay_s'] * 1e3:g} ms, jitter {lab['jitter_s'] * 1e3:g} ms"
         )
+        if lab.get("spines"):
+            delay += f", {lab['spines']} spine paths @ {lab['spine_rate_Gbps']:g} Gb/s"
         console.print(
             f"{lab['name']}: {lab['hosts']} hosts, rates "
             f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s{delay}, tcp {lab['cc']}, "
