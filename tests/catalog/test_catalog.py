@@ -204,3 +204,56 @@ as_of = 2026-12-01
     finally:
         monkeypatch.delenv("BANDWALL_CATALOG_DIR")
         load_catalog.cache_clear()
+
+
+def test_load_balancing_and_congestion_control_are_catalog_data() -> None:
+    """InfiniBand AR, Spectrum-X and EFA SRD balance per packet; plain RoCE hashes flows
+    (static ECMP) on a known leaf switch, with DCQCN by default. RoCE's efficiency is one
+    uncontended path: ib-ndr's 0.94 x RoCEv2 framing (4096 + 26) / (4096 + 82) per 4 KiB
+    packet, since collisions are modelled separately (docs/congestion.md)."""
+    cat = load_catalog()
+    for key in ("ib-hdr", "ib-ndr", "ib-xdr", "spectrum-x-400", "spectrum-x-800", "efa-p5"):
+        assert cat.fabric(key).adaptive_routing
+    assert cat.fabric("ib-ndr").fabric_cc == "credit"
+    assert cat.fabric("efa-p5").fabric_cc == "srd"
+    for key in ("spectrum-x-400", "spectrum-x-800", "spectrum-x6-800"):
+        assert cat.fabric(key).fabric_cc == "telemetry"
+    for key in ("roce-100", "roce-200", "roce-400"):
+        roce = cat.fabric(key)
+        assert not roce.adaptive_routing and roce.fabric_cc == "dcqcn"
+        assert roce.switch is not None and roce.switch.port_Gbps == roce.bandwidth_Gbps
+        assert roce.efficiency == pytest.approx(0.94 * 4122 / 4178, abs=0.005)
+        assert roce.adaptive_efficiency < 1
+    assert cat.fabric("vpc-100g").fabric_cc == "tcp" and cat.fabric("nvlink4").fabric_cc == "none"
+
+
+def test_unknown_congestion_control_is_a_catalog_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "fabrics.toml").write_text(
+        """
+[[fabric]]
+key = "eth-odd"
+name = "Ethernet with an unknown congestion control"
+tier = "scale_out"
+transport = "roce"
+bandwidth_Gbps = 400
+latency_us = 2
+jitter_mean_us = 0
+jitter_std_us = 0
+efficiency = 0.9
+rdma = true
+in_network_reduction = false
+congestion_control = "swift"
+source = "unit test"
+as_of = 2026-12-01
+"""
+    )
+    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
+    load_catalog.cache_clear()
+    try:
+        with pytest.raises(CatalogError, match=r"congestion_control 'swift'.*dcqcn"):
+            load_catalog()
+    finally:
+        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
+        load_catalog.cache_clear()

@@ -275,6 +275,7 @@ def test_models_and_presets_listings(run_cli) -> None:  # type: ignore[no-untype
     assert {p["key"] for p in presets} == {
         "ai-factory-ib",
         "ai-factory-spectrum-x",
+        "ai-factory-roce",
         "hyperscaler-vm",
         "decentralized-colocated",
         "decentralized-geo",

@@ -193,6 +193,14 @@ def _topologies() -> list[Topology]:
         build_topology(gpus_per_node=8, scale_out="ib-ndr"),
         build_topology(gpus_per_node=8, scale_out="ib-ndr", in_network=True),
         build_topology(gpus_per_node=8, scale_out="roce-400", oversubscription=2.0),
+        build_topology(
+            gpus_per_node=8,
+            scale_out="roce-400",
+            qps_per_connection=4,
+            placement="packed",
+            rail_optimized=False,
+            rdma_cc="pfc",
+        ),
         build_topology(gpus_per_node=8, scale_out="eth-25g-tcp"),
         build_topology(gpus_per_node=8, scale_out="efa-p5", gpu="A100-SXM-80GB"),
         build_topology(
@@ -372,6 +380,30 @@ def test_compressed_and_direct_evaluation_agree(
         one = float(collective_time_s(op, Algo.AUTO, size[i], n[i], topo))
         assert float(t[i]) == pytest.approx(one, rel=1e-12)
     assert np.all(np.isfinite(t)) and np.all(t >= 0)
+
+
+def test_congestion_fields_may_vary_per_element() -> None:
+    """Sweeps vary QPs per connection, the job's NICs and member spacing per element; the
+    deduplicated evaluation prices each element as it would alone (model/congestion.py)."""
+    base = build_topology(gpus_per_node=8, scale_out="roce-400")
+    rng = np.random.default_rng(2)
+    n = 5000
+    ranks = rng.choice([16.0, 256.0, 1024.0, 4096.0], n)
+    qps = rng.choice([1.0, 4.0, 16.0], n)
+    nics = rng.choice([4096.0, 32768.0], n)
+    spacing = rng.choice([1.0, 8.0], n)
+    swept = replace(base, qps_per_connection=qps, fabric_nics=nics, member_spacing_nodes=spacing)
+    for op in (Op.ALL_REDUCE, Op.ALL_TO_ALL, Op.SEND_RECV):
+        t = collective_time_s(op, Algo.AUTO, 2.0**30, ranks, swept)
+        for i in range(0, n, 611):
+            one = replace(
+                base,
+                qps_per_connection=float(qps[i]),
+                fabric_nics=float(nics[i]),
+                member_spacing_nodes=float(spacing[i]),
+            )
+            alone = float(collective_time_s(op, Algo.AUTO, 2.0**30, ranks[i], one))
+            assert float(t[i]) == pytest.approx(alone, rel=1e-12)
 
 
 # --- published measurements -----------------------------------------------------------------

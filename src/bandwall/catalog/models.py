@@ -45,6 +45,16 @@ class Transport(StrEnum):
     TCP = "tcp"
 
 
+#: Values of FabricSpec.congestion_control (bandwall.model.congestion.FabricCC).
+_FABRIC_CC = frozenset({"credit", "dcqcn", "pfc", "telemetry", "srd", "tcp", "none"})
+_TRANSPORT_CC = {
+    Transport.INFINIBAND: "credit",
+    Transport.ROCE: "dcqcn",
+    Transport.EFA: "srd",
+    Transport.TCP: "tcp",
+}
+
+
 class ProviderKind(StrEnum):
     AI_FACTORY = "ai_factory"
     HYPERSCALER = "hyperscaler"
@@ -127,6 +137,20 @@ class FabricSpec(_Entry):
         "without it flows are pinned by static ECMP hashing.",
     )
     switch: SwitchSpec | None = None
+    adaptive_efficiency: Efficiency = Field(
+        default=1.0,
+        description="Share of perfectly balanced bandwidth per-packet adaptive routing or "
+        "spraying reaches on this fabric (reordering, probing). 1 where `efficiency` was "
+        "measured with adaptive routing on; applied when routing is switched to adaptive on "
+        "a fabric that hashes statically by default.",
+    )
+    congestion_control: str | None = Field(
+        default=None,
+        description="Flow and congestion control as incast sees it: credit (InfiniBand), "
+        "dcqcn (RoCE with PFC and ECN), pfc (PFC only), telemetry (Spectrum-X), srd (EFA), "
+        "tcp, none. Unset: from the transport (infiniband credit, roce dcqcn, efa srd, "
+        "tcp tcp, else none).",
+    )
     notes: str = ""
     in_network_default: bool | None = Field(
         default=None,
@@ -174,6 +198,22 @@ class FabricSpec(_Entry):
         if self.in_network_default and not self.in_network_reduction:
             raise ValueError("in_network_default needs in_network_reduction (the hardware)")
         return self
+
+    @model_validator(mode="after")
+    def _congestion_control_known(self) -> FabricSpec:
+        if self.congestion_control is not None and self.congestion_control not in _FABRIC_CC:
+            raise ValueError(
+                f"congestion_control {self.congestion_control!r}; choose one of: "
+                + ", ".join(sorted(_FABRIC_CC))
+            )
+        return self
+
+    @property
+    def fabric_cc(self) -> str:
+        """The congestion control incast sees (the field, else the transport's default)."""
+        if self.congestion_control is not None:
+            return self.congestion_control
+        return _TRANSPORT_CC.get(self.transport, "none")
 
     @property
     def in_network_on_by_default(self) -> bool:

@@ -167,6 +167,27 @@ def collective(
     tcp_window: Annotated[
         str | None, typer.Option(help="Bytes in flight per TCP stream, e.g. 16M.")
     ] = None,
+    qps_per_connection: Annotated[
+        int | None,
+        typer.Option(help="RDMA QPs per NCCL connection (NCCL_IB_QPS_PER_CONNECTION)."),
+    ] = None,
+    routing: Annotated[
+        str | None,
+        typer.Option(help="Spine load balancing: ecmp, flowlet or adaptive (default: fabric's)."),
+    ] = None,
+    placement: Annotated[
+        str, typer.Option(help="Ring neighbours: scattered over the leaves, or packed.")
+    ] = "scattered",
+    rail_optimized: Annotated[
+        bool,
+        typer.Option(
+            "--rail-optimized/--no-rail-optimized",
+            help="NIC i of every node on rail leaf i (else top-of-rack leaves).",
+        ),
+    ] = True,
+    rdma_cc: Annotated[
+        str | None, typer.Option(help="RoCE congestion control: dcqcn or pfc (default: fabric's).")
+    ] = None,
     sizes: Annotated[
         str, typer.Option(help="START:END[:xF|:+STEP] or a list; K/M/G are powers of 1024.")
     ] = "1K:8G",
@@ -203,6 +224,11 @@ def collective(
         wan=wan,
         nodes_per_site=nodes_per_site,
         tcp_streams=tcp_streams,
+        qps_per_connection=qps_per_connection,
+        load_balancing=routing,
+        placement=placement,
+        rail_optimized=rail_optimized,
+        rdma_cc=rdma_cc,
         in_network=in_network,
         backend=backend,
         congestion_control=congestion_control,

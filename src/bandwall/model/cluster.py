@@ -50,6 +50,11 @@ class Cluster:
     congestion_control: str = "cubic"
     tcp_window_bytes: float | None = None
     in_network: bool | None = None
+    qps_per_connection: Numeric | None = None
+    placement: str = "scattered"
+    rail_optimized: bool = True
+    ecmp_paths: float | None = None
+    rdma_cc: str | None = None
     energy: EnergyProfile | None = None
     """Power, PUE, grid and electricity price (None: energy not priced)."""
 
@@ -111,4 +116,17 @@ class Cluster:
             in_network=self.in_network,
             congestion_control=self.congestion_control,
             tcp_window_bytes=self.tcp_window_bytes,
+            # fabric congestion (model/congestion.py): the whole job hashes onto the spine at
+            # once; consecutive members of this group are stride/G nodes apart
+            qps_per_connection=self.qps_per_connection,
+            load_balancing={"adaptive": "adaptive", "static": "ecmp", "flowlet": "flowlet"}[
+                self.routing
+            ],
+            placement=self.placement,
+            rail_optimized=self.rail_optimized,
+            member_spacing_nodes=np.maximum(s / G, 1.0),
+            fabric_nics=np.asarray(self.nodes(), dtype=np.float64) * self.nics_per_node,
+            node_nics=self.nics_per_node,
+            ecmp_paths=self.ecmp_paths,
+            rdma_cc=self.rdma_cc,
         )

@@ -30,6 +30,9 @@ Generic (α-β) schedules, shared by Gloo and the multi-site options:
   oversubscription, site uplink); hierarchical ones pipeline the levels (latencies add,
   bandwidth terms overlap).
 - TCP links are priced by :mod:`bandwall.model.tcp` (congestion control, windows, streams).
+- Switched RDMA fabrics lose bandwidth to flow collisions when they hash flows onto spine
+  paths (static ECMP), and to head-of-line blocking in all-to-all phases when PFC is their
+  only defence (:mod:`bandwall.model.congestion`); adaptive routing keeps the balance.
 
 Calibrated fabric profiles (`bandwall calibrate`) add a small-message regime and per-op
 factors; :func:`collective_time_s` applies them to whatever model prices the collective.
@@ -45,7 +48,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bandwall.errors import ConfigError, unknown_choice
-from bandwall.model import nccl
+from bandwall.model import congestion, nccl
 from bandwall.model.nccl import NcclAlgo, NcclFunc, Proto
 from bandwall.model.topology import Backend, Link, Topology
 from bandwall.units import GB
@@ -273,7 +276,22 @@ def _check_links(n: FloatArray, topo: Topology) -> None:
             )
 
 
-def _levels(ranks: FloatArray, topo: Topology) -> _Levels:
+def _balance(op: Op, N: FloatArray, topo: Topology) -> tuple[FloatArray, FloatArray]:
+    """Scale-out load balance of `op`'s traffic across N nodes (collisions under static
+    ECMP, or the adaptive-routing balance; model/congestion.py) and of one send/recv pair."""
+    if op is Op.SEND_RECV:
+        pair = congestion.p2p_balance(topo, N, 1.0)
+        return pair, pair
+    one = np.ones_like(N)  # the send/recv bandwidth is only read by SEND_RECV
+    if op is Op.ALL_TO_ALL:
+        # every node sends to every other at once: ECMP spreads many flows, PFC-only fabrics
+        # block heads of line with N senders contending
+        return congestion.p2p_balance(topo, N, N - 1) * congestion.incast_factor(topo, N), one
+    channels = congestion.NCCL_COLL_CHANNEL_FACTOR * one
+    return congestion.ring_balance(topo, N, channels), one
+
+
+def _levels(ranks: FloatArray, topo: Topology, op: Op = Op.ALL_REDUCE) -> _Levels:
     n, g, N, M = _shape(ranks, topo)
     active = (g > 1, N > 1, M > 1)
     links = (topo.scale_up, topo.scale_out, topo.wan)
@@ -289,6 +307,10 @@ def _levels(ranks: FloatArray, topo: Topology) -> _Levels:
         else inf
     )
     bw_nic_one = topo.link_Bps(out, topo.streams_per_peer(out)) / oversub if out else inf
+    if out is not None:
+        balance, pair_balance = _balance(op, N, topo)
+        bw_nic = bw_nic * balance
+        bw_nic_one = bw_nic_one * pair_balance
     bw_wan = topo.link_Bps(wan, topo.streams_per_peer(wan)) if wan else inf
     bw_wan_all = topo.link_Bps(wan, topo.streams_per_peer(wan) * g * N) if wan else inf
     bw_level = (
@@ -559,7 +581,7 @@ def _options(
                 + ", ".join(a.value for a in (*allowed, Algo.AUTO)),
                 field="algo",
             )
-        return [_generic_option(op, chosen, _levels(n, topo), True, NO_PROTOCOL)]
+        return [_generic_option(op, chosen, _levels(n, topo, op), True, NO_PROTOCOL)]
     allowed = ALGORITHMS[op]
     if algo is not Algo.AUTO and algo not in allowed:
         raise ConfigError(
@@ -603,7 +625,7 @@ def _options(
                 "Simple protocol",
                 field="protocol",
             )
-        lv = _levels(n, topo)
+        lv = _levels(n, topo, op)
         for a in generic:
             opt = _generic_option(op, a, lv, False, Proto.SIMPLE.value)
             if algo is Algo.AUTO and op not in (Op.ALL_TO_ALL, Op.SEND_RECV):
@@ -718,6 +740,12 @@ def _arrays(topo: Topology) -> list[tuple[str | None, str, Any]]:
             "nodes_per_site",
             "tcp_streams",
             "tcp_window_bytes",
+            "qps_per_connection",
+            "member_spacing_nodes",
+            "fabric_nics",
+            "node_nics",
+            "leaf_ports",
+            "ecmp_paths",
         )
     ]
     for attr in ("scale_up", "scale_out", "wan"):
@@ -1052,3 +1080,38 @@ def evaluate_collective(
         raise ConfigError("must be >= 1", field="ranks")
     t, algos, protos = select(op, algo, size, n, topo, protocol)
     return CollectiveResult(op=op, size_bytes=size, ranks=n, algo=algos, time_s=t, protocol=protos)
+
+
+def fabric_congestion(topo: Topology, ranks: float) -> dict[str, Any]:
+    """The collision model's inputs and outputs for a ring of `ranks` ranks on `topo`, with
+    NCCL's collective channels per NIC (model/congestion.py): what `--json` shows for a
+    plan's data-parallel group (`Cluster.group_topology(tp·cp)`, dp ranks). Keys: routing,
+    placement, rail_optimized, qps_per_connection, rdma_cc, collision_factor and, on a
+    hashed fabric, ecmp_flows_per_nic, ecmp_paths_per_leaf, ecmp_path_speed,
+    ecmp_crossing_share, ecmp_flows_per_leaf, ecmp_links, ecmp_mean_load,
+    ecmp_expected_max_load, ecmp_p99_max_load, collision_factor_p99, ecmp_carried_share."""
+    link = topo.scale_out
+    routing = (
+        topo.load_balancing
+        if topo.load_balancing is not None
+        else (link.load_balancing if link is not None else "none")
+    )
+    out: dict[str, Any] = {
+        "routing": routing,
+        "placement": topo.placement,
+        "rail_optimized": topo.rail_optimized,
+        "qps_per_connection": float(np.max(topo.qps())),
+        "rdma_cc": congestion.fabric_cc(topo).value,
+    }
+    n = np.asarray(float(ranks))
+    nodes = float(np.max(np.ceil(n / np.asarray(topo.gpus_per_node, dtype=np.float64))))
+    if link is None or nodes <= 1 or not congestion.applies(topo):
+        out["collision_factor"] = 1.0
+        return out
+    if routing == "adaptive":
+        out["collision_factor"] = float(np.max(congestion.ring_balance(topo, nodes, 2.0)))
+        return out
+    per_nic = float(np.max(nccl.shape_of(n, topo).net_ch_per_nic))
+    channels = congestion.NCCL_COLL_CHANNEL_FACTOR * per_nic
+    out.update(congestion.ring_collisions(topo, nodes, channels, full=True).summary())
+    return out

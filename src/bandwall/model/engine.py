@@ -32,6 +32,10 @@ DEFAULT_CNN_EPOCHS = 90
 
 #: What a plan's assumptions section lists: the model's choices, one line per term.
 ASSUMPTIONS = [
+    "Fabric load balance: on static-ECMP fabrics each RDMA queue pair is hashed to one spine "
+    "path and a synchronous collective runs at the pace of the busiest of the job's hashed "
+    "links (balls into bins); adaptive routing (IB, Spectrum-X, EFA) balances; PFC-only fabrics "
+    "pay head-of-line blocking in all-to-all (docs/congestion.md).",
     "Energy: GPU power linear from idle to TDP in the FLOP utilisation it achieves, waiting "
     "(exposed communication, bubbles, stragglers) at 15%; host and fat-tree network share per "
     "GPU; x PUE of the provider kind; location-based CO2 (bandwall catalog power).",
@@ -52,7 +56,8 @@ ASSUMPTIONS = [
     "all-gather twice and reduce-scatter per micro-batch), overlapped with the last "
     "micro-batch's backward; the last bucket is always exposed.",
     "DiLoCo/local-SGD: each data-parallel replica is a worker; the outer all-reduce happens "
-    "every H steps, not overlapped. Its effect on model quality is NOT modelled (DiLoCo reports "
+    "every H steps, overlapped with the next H steps only with outer_overlap (streaming "
+    "DiLoCo). Its effect on model quality is NOT modelled (DiLoCo reports "
     "parity at moderate H; check for your model).",
     "Memory: bf16 weights, grads in the reduction dtype, 12 B/param Adam state (sharded by "
     "ZeRO stage), activations 34·h bytes per token per layer with selective recomputation "

@@ -16,10 +16,12 @@ from bandwall.errors import ConfigError
 
 
 class Routing(StrEnum):
-    """How the scale-out fabric spreads traffic after a link fails."""
+    """How the scale-out fabric spreads traffic over spine paths (and after a link fails);
+    flowlet switching re-pins flows like static hashing (model/congestion.py)."""
 
     ADAPTIVE = "adaptive"
     STATIC = "static"
+    FLOWLET = "flowlet"
     AUTO = "auto"
 
 

@@ -16,7 +16,8 @@ reduce_scatter, as NCCL's nBytes). Where bandwall departs from NCCL, it says so:
 
 - NCCL's bandwidths are what its topology search *plans*; bandwall caps them by what the
   hardware sustains: NICs × NIC rate × fabric efficiency / oversubscription, TCP limits on
-  socket links, the site uplink across a WAN.
+  socket links, the site uplink across a WAN, and the fabric's load balance across spine
+  paths (flow collisions under static ECMP, :mod:`bandwall.model.congestion`).
 - NCCL adds the net plugin's self-reported latency to every network step (0 for InfiniBand,
   75 µs for aws-ofi-nccl on p5); bandwall adds the fabric's measured one-way latency.
 - Network jitter (bandwall's straggler term) is added per step; NCCL has none.
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bandwall.model import congestion
 from bandwall.model.topology import GpuArch, Link, Topology
 
 FloatArray = npt.NDArray[np.float64]
@@ -313,7 +315,13 @@ def shape_of(n: FloatArray, topo: Topology) -> Shape:
         ch_per_nic = np.maximum(np.floor(nic_nominal / ch_speed), 1.0) + zero
         flows = topo.streams_per_peer(out) * np.maximum(ppn / nics, 1.0)
         per_nic = np.minimum(np.asarray(topo.link_Bps(out, flows)) / GB, plan)
-        net_cap = nics * per_nic / np.asarray(topo.oversubscription, dtype=np.float64) + zero
+        # flow collisions on the spine paths (static ECMP), or the adaptive-routing balance
+        balance = congestion.ring_balance(
+            topo, nodes, congestion.NCCL_COLL_CHANNEL_FACTOR * ch_per_nic
+        )
+        net_cap = (
+            nics * per_nic * balance / np.asarray(topo.oversubscription, dtype=np.float64) + zero
+        )
         net_lat = np.asarray(out.latency_s, dtype=np.float64) / US + zero
         gdr = out.gpudirect
     else:

@@ -60,6 +60,76 @@ class GpuArch(StrEnum):
         return cls.VOLTA
 
 
+class LoadBalancing(StrEnum):
+    """How the fabric spreads flows over equal-cost paths."""
+
+    ECMP = "ecmp"
+    """Static per-flow hashing (RoCE: 5-tuple, the UDP source port derived from the QP)."""
+    FLOWLET = "flowlet"
+    """Re-hash at flowlet gaps. A bandwidth-bound NCCL transfer keeps its pipe full, so each
+    gap draws a fresh random placement: the same expected busiest link as ECMP, a smaller
+    spread. Congestion-aware schemes that pick the least-loaded path are `adaptive`."""
+    ADAPTIVE = "adaptive"
+    """Per-packet adaptive routing or spraying: near-ideal balance at the fabric's
+    `adaptive_efficiency` (reordering handled by the NIC)."""
+
+
+class Placement(StrEnum):
+    """Where a job's ring neighbours sit relative to the leaf switches."""
+
+    SCATTERED = "scattered"
+    """Rank order unrelated to the cabling: a ring neighbour is a random other node of the
+    job's leaves. NCCL orders rings by rank, not by switch, and a shared cluster hands out
+    fragmented allocations (Meta, SIGCOMM 2024)."""
+    PACKED = "packed"
+    """Rank order follows the cabling (topology-aware block scheduling): only the hop at a
+    leaf boundary leaves the leaf."""
+
+
+class FabricCC(StrEnum):
+    """Flow and congestion control of an RDMA fabric, as far as incast is concerned."""
+
+    CREDIT = "credit"
+    """InfiniBand: credit-based link flow control plus IB congestion control."""
+    DCQCN = "dcqcn"
+    """RoCE with PFC and ECN-driven DCQCN (ConnectX default)."""
+    PFC = "pfc"
+    """RoCE with PFC only: pauses spread, head-of-line blocking."""
+    TELEMETRY = "telemetry"
+    """Spectrum-X: switch telemetry drives the SuperNIC's per-flow rate."""
+    SRD = "srd"
+    """AWS EFA Scalable Reliable Datagram: sender-side multipath congestion control."""
+    TCP = "tcp"
+    """Host TCP (priced by model/tcp.py)."""
+    NONE = "none"
+    """Not a switched RDMA fabric (NVLink, PCIe)."""
+
+
+def parse_load_balancing(text: str) -> LoadBalancing:
+    try:
+        return LoadBalancing(text.strip().lower())
+    except ValueError:
+        raise unknown_choice("routing", text, [m.value for m in LoadBalancing]) from None
+
+
+def parse_placement(text: str) -> Placement:
+    try:
+        return Placement(text.strip().lower())
+    except ValueError:
+        raise unknown_choice("placement", text, [p.value for p in Placement]) from None
+
+
+def parse_fabric_cc(text: str) -> FabricCC:
+    try:
+        return FabricCC(text.strip().lower())
+    except ValueError:
+        raise unknown_choice("rdma_cc", text, [c.value for c in FabricCC]) from None
+
+
+#: NCCL_IB_QPS_PER_CONNECTION default (NCCL 2.30.7 src/transport/net_ib: IbQpsPerConn = 1).
+NCCL_QPS_PER_CONNECTION = 1
+
+
 def parse_backend(text: str) -> Backend:
     try:
         return Backend(text.strip().lower())
@@ -112,6 +182,16 @@ class Link:
     small_efficiency: float | None = None
     op_time_factors: tuple[tuple[str, float], ...] = field(default=())
     """Calibrated profiles: (op, factor) multiplying the bandwidth term of that op."""
+    load_balancing: str = LoadBalancing.ADAPTIVE.value
+    """How the switches spread flows (ecmp, flowlet, adaptive); a generic link is balanced."""
+    adaptive_efficiency: float = 1.0
+    """Share of balanced bandwidth adaptive routing reaches when switched on here."""
+    switch_Bps: float | None = None
+    """Leaf switch capacity, bytes/s (None: a 64-port leaf at the link's rate)."""
+    switch_port_Bps: float | None = None
+    """Rate of one switch port (uplinks run at it; hosts may use breakouts)."""
+    congestion_control: str = FabricCC.NONE.value
+    """Flow and congestion control as incast sees it (model/congestion.py FabricCC)."""
 
     @classmethod
     def from_fabric(cls, spec: FabricSpec) -> Link:
@@ -141,6 +221,13 @@ class Link:
             ),
             small_efficiency=spec.small_efficiency,
             op_time_factors=tuple(sorted(spec.op_time_factors.items())),
+            load_balancing=(
+                LoadBalancing.ADAPTIVE.value if spec.adaptive_routing else LoadBalancing.ECMP.value
+            ),
+            adaptive_efficiency=spec.adaptive_efficiency,
+            switch_Bps=spec.switch.capacity_Tbps * 1e12 / 8 if spec.switch else None,
+            switch_port_Bps=spec.switch.port_Gbps * GB / 8 if spec.switch else None,
+            congestion_control=spec.fabric_cc,
         )
 
     def with_overrides(
@@ -251,6 +338,18 @@ class Topology:
     flight per stream; None: autotuned 6 MiB for NCCL, Gloo's 425,984 B fixed send buffer);
     `gpu_arch` (None: from the scale-up fabric, else Hopper); `host_cpu` (NCCL's
     per-step network overhead is 1 µs on Intel, 2 µs on AMD).
+
+    Fabric congestion (model/congestion.py): `qps_per_connection` (NCCL_IB_QPS_PER_CONNECTION;
+    None: NCCL's 1); `load_balancing` (ecmp, flowlet, adaptive; None: the scale-out fabric's);
+    `placement` (scattered: ring neighbours on other leaves; packed: rank order follows the
+    cabling); `rail_optimized` (NIC i of every node on rail leaf i, else top-of-rack leaves);
+    `member_spacing_nodes` (nodes between consecutive group members in rank order: 1 for a
+    data-parallel ring with TP inside the node, dp·cp for pipeline neighbours);
+    `fabric_nics` (NICs communicating at once across the job; None: this group's);
+    `node_nics` (physical NICs per node; None: `nics_per_node`); `rdma_cc` (dcqcn, pfc, ...;
+    None: the fabric's); `fabric_tiers` (2 or 3 switch layers; None: 2 while one spine layer
+    of the leaf's switch joins the job's NICs); `leaf_ports` and `ecmp_paths` (host ports
+    and equal-cost uplinks per leaf; None: the fabric's switch split by `oversubscription`).
     """
 
     gpus_per_node: Numeric
@@ -267,6 +366,17 @@ class Topology:
     tcp_window_bytes: Numeric | None = None
     gpu_arch: str | None = None
     host_cpu: str = "intel"
+    qps_per_connection: Numeric | None = None
+    load_balancing: str | None = None
+    placement: str = Placement.SCATTERED.value
+    rail_optimized: bool = True
+    member_spacing_nodes: Numeric = 1.0
+    fabric_nics: Numeric | None = None
+    node_nics: Numeric | None = None
+    rdma_cc: str | None = None
+    fabric_tiers: int | None = None
+    leaf_ports: Numeric | None = None
+    ecmp_paths: Numeric | None = None
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gpus_per_node)
@@ -299,6 +409,33 @@ class Topology:
             parse_gpu_arch(self.gpu_arch)
         if self.host_cpu not in ("intel", "amd"):
             raise unknown_choice("host_cpu", self.host_cpu, ["intel", "amd"])
+        if self.qps_per_connection is not None and np.any(np.asarray(self.qps_per_connection) < 1):
+            raise ConfigError(
+                f"must be >= 1, got {self.qps_per_connection}", field="qps_per_connection"
+            )
+        if self.load_balancing is not None:
+            parse_load_balancing(self.load_balancing)
+        parse_placement(self.placement)
+        if self.rdma_cc is not None:
+            parse_fabric_cc(self.rdma_cc)
+        if self.fabric_tiers is not None and self.fabric_tiers not in (2, 3):
+            raise ConfigError(f"must be 2 or 3, got {self.fabric_tiers}", field="fabric_tiers")
+        for name in (
+            "member_spacing_nodes",
+            "fabric_nics",
+            "node_nics",
+            "leaf_ports",
+            "ecmp_paths",
+        ):
+            value = getattr(self, name)
+            if value is not None and np.any(np.asarray(value) <= 0):
+                raise ConfigError(f"must be > 0, got {value}", field=name)
+
+    def qps(self) -> Numeric:
+        """Queue pairs per NCCL connection (each one a hashed flow on RoCE)."""
+        if self.qps_per_connection is None:
+            return float(NCCL_QPS_PER_CONNECTION)
+        return np.asarray(self.qps_per_connection, dtype=np.float64)
 
     @property
     def backend_kind(self) -> Backend:
@@ -367,6 +504,11 @@ def build_topology(
     backend: str = Backend.NCCL.value,
     congestion_control: str = CongestionControl.CUBIC.value,
     tcp_window_bytes: float | None = None,
+    qps_per_connection: int | None = None,
+    load_balancing: str | None = None,
+    placement: str = Placement.SCATTERED.value,
+    rail_optimized: bool = True,
+    rdma_cc: str | None = None,
 ) -> Topology:
     """Assemble a Topology from catalog keys.
 
@@ -418,6 +560,11 @@ def build_topology(
         congestion_control=congestion_control,
         tcp_window_bytes=tcp_window_bytes,
         gpu_arch=arch,
+        qps_per_connection=qps_per_connection,
+        load_balancing=load_balancing,
+        placement=placement,
+        rail_optimized=rail_optimized,
+        rdma_cc=rdma_cc,
     )
 
 
@@ -437,6 +584,11 @@ def collective_topology(
     backend: str = Backend.NCCL.value,
     congestion_control: str = CongestionControl.CUBIC.value,
     tcp_window_bytes: float | None = None,
+    qps_per_connection: int | None = None,
+    load_balancing: str | None = None,
+    placement: str = Placement.SCATTERED.value,
+    rail_optimized: bool = True,
+    rdma_cc: str | None = None,
 ) -> Topology:
     """The topology `bandwall collective` prices on: `fabric` may be a scale-out fabric, or a
     scale-up one when every rank count fits in one node."""
@@ -454,6 +606,11 @@ def collective_topology(
         "congestion_control": congestion_control,
         "tcp_window_bytes": tcp_window_bytes,
         "tcp_streams": tcp_streams,
+        "qps_per_connection": qps_per_connection,
+        "load_balancing": load_balancing,
+        "placement": placement,
+        "rail_optimized": rail_optimized,
+        "rdma_cc": rdma_cc,
     }
     out_spec = load_catalog().fabric(fabric)
     if out_spec.tier is not Tier.SCALE_UP:
@@ -500,8 +657,8 @@ class WanPath(StrEnum):
 
 def wan_pairs() -> dict[frozenset[str], Any]:
     """The site-pair matrix of catalog/data/wan.toml, validated, keyed by the two sites."""
-    from bandwall.catalog.loader import raw_rows
     from bandwall.catalog.models import WanPairSpec
+    from bandwall.rawdata import raw_rows
 
     out: dict[frozenset[str], Any] = {}
     for row in raw_rows("catalog", "wan.toml", "pair"):
@@ -512,7 +669,7 @@ def wan_pairs() -> dict[frozenset[str], Any]:
 
 def wan_sites() -> list[str]:
     """Site keys of the matrix (us-east, us-west, eu-west, asia-east)."""
-    from bandwall.catalog.loader import raw_rows
+    from bandwall.rawdata import raw_rows
 
     return [str(row["key"]) for row in raw_rows("catalog", "wan.toml", "site")]
 

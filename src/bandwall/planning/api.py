@@ -18,6 +18,7 @@ import numpy as np
 
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
+from bandwall.model.collectives import fabric_congestion
 from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
 from bandwall.planning.presets import get_preset
@@ -377,7 +378,14 @@ class Plan:
             "breakdown": self.breakdown,
             "layout": self.layout,
             "search": dataclasses.asdict(self.search),
-            "cluster": describe_cluster(self.cluster),
+            "cluster": {
+                **describe_cluster(self.cluster),
+                # the collision model on this plan's data-parallel ring (docs/congestion.md)
+                "fabric_congestion": fabric_congestion(
+                    self.cluster.group_topology(self.layout["tp"] * self.layout["cp"]),
+                    float(self.layout["dp"]),
+                ),
+            },
             "request": self.request.model_dump(mode="json", exclude_defaults=True),
             "assumptions": ASSUMPTIONS + self.notes,
         }

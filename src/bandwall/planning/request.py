@@ -240,6 +240,32 @@ class PlanRequest(BaseModel):
     in_network: bool | None = Field(default=None, json_schema_extra=_meta("network"))
     """Reduce in the switch where the hardware can (NVLS on NVSwitch, SHARP on InfiniBand);
     unset: each fabric's default (NVLS on, SHARP off)."""
+    qps_per_connection: int | None = Field(
+        default=None, ge=1, le=128, json_schema_extra=_meta("network", vector=True)
+    )
+    """RDMA queue pairs per NCCL connection (NCCL_IB_QPS_PER_CONNECTION; default NCCL's 1):
+    each is a separately hashed flow under static ECMP (docs/congestion.md)."""
+    placement: Literal["scattered", "packed"] = Field(
+        default="scattered", json_schema_extra=_meta("network")
+    )
+    """Where ring neighbours sit: scattered (rank order unrelated to the leaf switches, as
+    in a shared cluster) or packed (topology-aware: rank order follows the leaves)."""
+    rail_optimized: bool = Field(default=True, json_schema_extra=_meta("network"))
+    """NIC i of every node on rail leaf i (NVIDIA's reference design); off: top-of-rack
+    leaves holding all NICs of a few nodes."""
+    ecmp_paths: int | None = Field(default=None, ge=1, le=4096, json_schema_extra=_meta("network"))
+    """Equal-cost spine paths (uplinks) per leaf (default: the fabric's switch split by the
+    oversubscription)."""
+    rdma_cc: Literal["auto", "dcqcn", "pfc"] = Field(
+        default="auto", json_schema_extra=_meta("network", flag="rdma-cc")
+    )
+    """RoCE congestion control: dcqcn (PFC + ECN), pfc (PFC only: head-of-line blocking in
+    all-to-all phases) or auto (the fabric's own)."""
+    routing: Literal["auto", "adaptive", "static", "flowlet"] = Field(
+        default="auto", json_schema_extra=_meta("network")
+    )
+    """Load balancing over spine paths: adaptive (per packet), static (ECMP hashing: flow
+    collisions, and rehashing after failures), flowlet, or auto (the fabric's own)."""
 
     # --- layout (unset: searched) -----------------------------------------------------------
     tp: int | None = Field(
@@ -380,10 +406,6 @@ class PlanRequest(BaseModel):
         default=None, ge=0, lt=1, json_schema_extra=_meta("faults")
     )
     """Failed share of scale-out links."""
-    routing: Literal["auto", "adaptive", "static"] = Field(
-        default="auto", json_schema_extra=_meta("faults")
-    )
-    """After failures: adaptive, static (ECMP) or auto (the fabric's own)."""
     slow_link_fraction: float = Field(default=0.0, ge=0, lt=1, json_schema_extra=_meta("faults"))
     """Share of scale-out links running slow."""
     slow_link_speed: float = Field(default=0.25, gt=0, le=1, json_schema_extra=_meta("faults"))

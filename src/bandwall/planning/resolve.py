@@ -142,6 +142,11 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         congestion_control=req.congestion_control,
         tcp_window_bytes=req.tcp_window_bytes,
         in_network=req.in_network,
+        qps_per_connection=_vec(vec, "qps_per_connection", req.qps_per_connection),
+        placement=req.placement,
+        rail_optimized=req.rail_optimized,
+        ecmp_paths=req.ecmp_paths,
+        rdma_cc=None if req.rdma_cc == "auto" else req.rdma_cc,
     )
     profile = energy_profile(
         cluster,
@@ -216,6 +221,11 @@ def describe_cluster(cl: Cluster) -> dict[str, Any]:
         "routing": cl.routing,
         "failed_links": float(np.max(cl.failed_links)),
         "fabric_health": float(np.min(cl.fabric_health)),
+        "qps_per_connection": (
+            float(np.max(cl.qps_per_connection)) if cl.qps_per_connection is not None else 1.0
+        ),
+        "placement": cl.placement,
+        "rail_optimized": cl.rail_optimized,
     }
 
 

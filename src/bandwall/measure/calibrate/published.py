@@ -59,9 +59,19 @@ SOURCES: dict[str, SourceStack] = {
     ),
     "training_throughput.csv": SourceStack(
         metric="tflops_per_gpu",
-        fields={"flash_attention": True, "zero": 1, "ep": 1, "micro_batch": 1},
+        fields={
+            "flash_attention": True,
+            "zero": 1,
+            "ep": 1,
+            "micro_batch": 1,
+            # Llama 3 paper §3.3.1: 16 flows per GPU pair (NCCL's 2 channels × 8 QPs) balanced
+            # by E-ECMP, a topology-aware scheduler, racks of 2 servers on one ToR switch
+            "qps_per_connection": 8,
+            "placement": "packed",
+            "rail_optimized": False,
+        },
         causal_flops_half=True,
-        note="Meta's stack on H100, RoCE 400 Gb/s per GPU",
+        note="Meta's stack on H100, RoCE 400 Gb/s per GPU, E-ECMP with 16 flows per GPU pair",
     ),
 }
 

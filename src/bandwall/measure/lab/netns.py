@@ -102,6 +102,11 @@ class Lab:
     """TCP congestion control in the hosts' namespaces (None: not known, an old record)."""
     loss: float = 0.0
     """Probability that a packet is dropped, once per path (the sender's uplink)."""
+    spines: int = 0
+    """Equal-cost spine paths between two leaves (ecmp.py); 0: one switch, no routing."""
+    spine_rate_Gbps: float = 0.0
+    layout: str = ""
+    """Which leaf each host hangs off (ecmp.LAYOUTS); empty without spines."""
 
     @property
     def switch_ns(self) -> str:
@@ -175,7 +180,7 @@ def check_name(name: str) -> str:
 
 def _own_namespace(lab_name: str, ns: str) -> bool:
     """Whether `ns` is one of the names lab `lab_name` gives its namespaces."""
-    m = re.fullmatch(rf"bw-{re.escape(lab_name)}-(?:sw|h(\d{{1,2}}))", ns)
+    m = re.fullmatch(rf"bw-{re.escape(lab_name)}-(?:sw|l[01]|h(\d{{1,2}}))", ns)
     return m is not None and (m.group(1) is None or int(m.group(1)) < MAX_HOSTS)
 
 
@@ -278,6 +283,9 @@ def load_lab(name: str) -> Lab:
             complete=bool(d.get("complete", True)),
             cc=d.get("cc"),
             loss=float(d.get("loss", 0.0)),
+            spines=int(d.get("spines", 0)),
+            spine_rate_Gbps=float(d.get("spine_rate_Gbps", 0.0)),
+            layout=str(d.get("layout", "")),
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise LabError(
@@ -544,8 +552,14 @@ def lab_up(
         cc=cc,
         loss=loss_p,
     )
+    return create(lab, [lab.switch_ns], _build_tun if lab.emulates_delay else _build_veth)
+
+
+def create(lab: Lab, switches: list[str], build: Callable[[dict[str, Lab]], None]) -> Lab:
+    """Claim the state file, `build` (which records each namespace before making it), mark
+    the record complete; on any failure or signal remove what was made (also for ecmp.py)."""
     taken = _existing_namespaces()
-    wanted = [lab.switch_ns] + [lab.host_ns(i) for i in range(hosts)]
+    wanted = switches + [lab.host_ns(i) for i in range(lab.hosts)]
     clash = [n for n in wanted if n in taken]
     if clash:
         raise LabError(
@@ -555,10 +569,7 @@ def lab_up(
     with _interruptible():
         _claim_state(lab)
         try:
-            if lab.emulates_delay:
-                _build_tun(state)
-            else:
-                _build_veth(state)
+            build(state)
             done = replace(state["lab"], complete=True)
             _write_state(done)
             return done
@@ -569,7 +580,7 @@ def lab_up(
             raise
 
 
-def _add_namespace(state: dict[str, Lab], ns: str) -> None:
+def add_namespace(state: dict[str, Lab], ns: str) -> None:
     """Record the namespace, then create it: a kill between the two leaves a record of a
     namespace that does not exist, never a namespace without a record."""
     lab = state["lab"]
@@ -583,7 +594,7 @@ def _add_namespace(state: dict[str, Lab], ns: str) -> None:
         _write_state(lab)
         raise
     _ip("-n", ns, "link", "set", "lo", "up")
-    if ns != lab.switch_ns:
+    if re.fullmatch(r"bw-[a-z0-9]+-h\d+", ns):
         _set_cc(state, ns)
 
 
@@ -608,12 +619,12 @@ def _set_cc(state: dict[str, Lab], ns: str) -> None:
 
 def _build_veth(state: dict[str, Lab]) -> None:
     lab = state["lab"]
-    _add_namespace(state, lab.switch_ns)
+    add_namespace(state, lab.switch_ns)
     _ip("-n", lab.switch_ns, "link", "add", "br0", "type", "bridge")
     _ip("-n", lab.switch_ns, "link", "set", "br0", "up")
     for i in range(lab.hosts):
         ns = lab.host_ns(i)
-        _add_namespace(state, ns)
+        add_namespace(state, ns)
         _ip(
             "-n",
             ns,
@@ -638,10 +649,10 @@ def _build_veth(state: dict[str, Lab]) -> None:
 
 def _build_tun(state: dict[str, Lab]) -> None:
     lab = state["lab"]
-    _add_namespace(state, lab.switch_ns)
+    add_namespace(state, lab.switch_ns)
     delayline.set_sysctl(lab.switch_ns, "net.ipv4.ip_forward", "1")
     for i in range(lab.hosts):
-        _add_namespace(state, lab.host_ns(i))
+        add_namespace(state, lab.host_ns(i))
     _start_delayline(state)
     for i in range(lab.hosts):
         ns = lab.host_ns(i)
@@ -757,6 +768,8 @@ def lab_status() -> list[dict[str, Any]]:
                 "delayline_pid": lab.delayline_pid,
                 "cc": lab.cc,
                 "loss": lab.loss,
+                "spines": lab.spines,
+                "spine_rate_Gbps": lab.spine_rate_Gbps,
                 "healthy": problem is None,
                 "problem": problem,
             }
