@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bandwall.cli import main
@@ -37,3 +39,29 @@ def test_tables_fit_80_columns(
     wide = [line for line in out.splitlines() if len(line) > 80]
     assert not wide, f"{len(wide)} lines over 80 columns, e.g. {wide[0]!r}"
     assert "…" not in out, "a cell was cut short"
+
+
+def test_results_list_fits_80_columns_with_a_failed_run(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A failure's message is a sentence: printed under the table, whole, not folded into a
+    column a few characters wide."""
+    from bandwall.measure.bench.store import Store
+
+    db = str(tmp_path / "r.db")
+    error = "rank 1 hung during all_reduce at 4 MiB (timeout 300 s); kept 3 sizes in run 2"
+    with Store(db) as s:
+        s.finish_run(
+            s.start_run("collectives", 4, "gloo", {"hostname": "node-a"}, {}, {}), "complete"
+        )
+        s.finish_run(
+            s.start_run("train", 4, "nccl", {"hostname": "node-b"}, {}, {}), "failed", error
+        )
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["results", "list", "--db", db]) == 0
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if len(line) > 80]
+    assert "…" not in out and "collectives" in out
+    assert f"run 2 failed: {error}" in " ".join(out.split())

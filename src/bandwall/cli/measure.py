@@ -305,21 +305,25 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
     if emit(runs, as_json, as_csv):
         return
     t = Table(title="bench runs")
-    for col in ("id", "created", "kind", "status", "ranks", "backend", "host", "rows", "error"):
-        t.add_column(col, overflow="fold")
+    for col in ("id", "UTC", "kind", "status", "ranks", "backend", "rows"):
+        t.add_column(col, no_wrap=True, justify="right" if col in ("ranks", "rows") else "left")
+    t.add_column("host", overflow="fold", min_width=4)
     for r in runs:
-        t.add_row(
+        cells = [
             str(r["id"]),
-            r["created_at"],
+            r["created_at"][5:16].replace("T", " "),  # the year is in `results show`
             r["kind"],
             r["status"],
             str(r["world_size"]),
             r["backend"],
-            str(r["host"]),
             str(r["rows"]),
-            r["error"] or "",
-        )
+            str(r["host"]),
+        ]
+        t.add_row(*cells)
     console.print(t)
+    for r in runs:  # below the table: an error is a sentence, too wide for a column
+        if r["error"]:
+            console.print(f"run {r['id']} {r['status']}: {r['error']}", markup=False)
 
 
 @results_app.command("show")
