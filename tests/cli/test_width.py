@@ -22,6 +22,7 @@ COMMANDS = [
     ["catalog", "power"],
     ["infer", "--model", "llama3-70b"],
     ["compare", "--infer", "--model", "llama3-8b"],
+    ["compare", "--infer", "--model", "llama3-70b"],
     ["models"],
     ["presets"],
     ["validate", "--published"],

@@ -498,7 +498,8 @@ def test_calibrated_profile_round_trip(tmp_path: Path, monkeypatch: pytest.Monke
 
     world, rate_Bps, eff = 4, 1e9 / 8, 0.95
     alpha, sigma = 300e-6, 40e-6
-    small_alpha, small_eff = 1.0e-3, 1.6  # below the large-message model at the cut
+    # below the large-message model at the cut, Gloo's round trips included (12 latencies)
+    small_alpha, small_eff = 0.5e-3, 1.6
     cut = 1 << 20
     truth = Link(
         "truth",
@@ -549,3 +550,45 @@ def test_calibrated_profile_round_trip(tmp_path: Path, monkeypatch: pytest.Monke
     for row in rows:
         got = float(collective_time_s(Op(row["op"]), Algo.AUTO, row["size_bytes"], world, fitted))
         assert got == pytest.approx(row["time_median_s"], rel=0.05), row
+
+
+# --- Gloo's ring: a round trip per segment pair (gloo/allreduce.cc, tcp/pair.cc; docs/lab.md) ---
+
+
+@pytest.mark.parametrize(
+    ("size", "alpha", "inv_bw", "expected"),
+    [
+        # 64 KiB, 4 ranks, 25 ms one way, 25 MB/s: 8 segments, 6 pairs, 12 one-way latencies
+        # 12 × 0.025 + 0.75 × 65,536 / 25e6 = 0.3 + 0.00196608 (latency-bound)
+        (65536.0, 0.025, 1 / 25e6, 0.30196608),
+        # 16 MiB: 16 segments, 12 pairs: 24 × 0.025 + 0.75 × 16,777,216 / 25e6 = 1.10331648,
+        # below the α-β ring's 6 × 0.025 + 1.5 × 16,777,216 / 25e6 = 1.15663296 (the larger)
+        (16 * 2.0**20, 0.025, 1 / 25e6, 1.15663296),
+        # 1 GiB at 10 µs, 12.5 GB/s: 1,024 segments, 768 pairs: 1,536 × 1e-5 + 0.75 × 2^30 /
+        # 12.5e9 = 0.0797845 < the α-β ring 6 × 1e-5 + 1.5 × 2^30 / 12.5e9 = 0.128909...
+        (2.0**30, 1e-5, 1 / 12.5e9, 6e-5 + 1.5 * 2**30 / 12.5e9),
+    ],
+)
+def test_gloo_ring_hand_computed(size: float, alpha: float, inv_bw: float, expected: float) -> None:
+    from bandwall.model.collectives import gloo_ring_all_reduce_s
+
+    got = float(gloo_ring_all_reduce_s(size, 4, alpha, inv_bw))
+    assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_gloo_topology_prices_the_ring_with_round_trips_nccl_does_not() -> None:
+    """On a Gloo topology collective_time_s is the segmented ring with the link's α and B; on
+    NCCL's socket transport (receives posted ahead) the same link keeps one α per step."""
+    from bandwall.model.collectives import gloo_ring_all_reduce_s
+
+    link = Link("wan-ish", bandwidth_Bps=25e6, latency_s=0.025)
+    gloo = Topology(gpus_per_node=1, scale_up=None, scale_out=link, backend="gloo")
+    sizes = np.array([65536.0, 2.0**20, 16 * 2.0**20])
+    t = collective_time_s(Op.ALL_REDUCE, Algo.AUTO, sizes, 4, gloo)
+    hand = gloo_ring_all_reduce_s(sizes, 4, 0.025, 1 / 25e6)
+    np.testing.assert_allclose(t, hand, rtol=1e-9)
+    # reduce_scatter on Gloo is a full ring all_reduce (ProcessGroupGloo::_reduce_scatter_base)
+    rs = collective_time_s(Op.REDUCE_SCATTER, Algo.AUTO, sizes, 4, gloo)
+    np.testing.assert_allclose(rs, hand, rtol=1e-9)
+    # latency-bound: twice the α-β ring's 2(n−1) one-way steps
+    assert t[0] == pytest.approx(2 * 2 * 3 * 0.025, rel=0.02)

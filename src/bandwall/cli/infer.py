@@ -226,6 +226,7 @@ def compare_infer_tables(results: list[Inference]) -> list[Table]:
             box=box.SIMPLE_HEAD,
             padding=(0, 1),
             pad_edge=False,
+            collapse_padding=True,
         )
         t.add_column("preset", no_wrap=True)
         t.add_column("layout", no_wrap=True)

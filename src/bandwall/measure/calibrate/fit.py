@@ -27,7 +27,7 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,7 +35,13 @@ from bandwall.catalog import FabricSpec
 from bandwall.catalog.loader import check_profile_name, profile_dir
 from bandwall.errors import ConfigError
 from bandwall.measure.bench.store import Run, Store
-from bandwall.model.collectives import Algo, Op, collective_time_s, harmonic
+from bandwall.model.collectives import (
+    Algo,
+    Op,
+    collective_time_s,
+    gloo_ring_branches,
+    harmonic,
+)
 from bandwall.model.topology import Link, Topology
 from bandwall.units import GB
 
@@ -91,27 +97,39 @@ def _single_level(link: Link, backend: str = "gloo") -> Topology:
 
 def _coefficients(
     op: Op, sizes: np.ndarray, n: int, backend: str = "gloo"
-) -> tuple[np.ndarray, np.ndarray]:
-    """L (seconds per unit α) and F (seconds per byte at 1 B/s) of the model, per size."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """L (seconds per unit α) and F (seconds per byte at 1 B/s) of the model, per size, and
+    the same for the schedule's other side where its time is the larger of two (Gloo's ring:
+    the α-β side, then the round-trip side, `gloo_ring_branches`); else the same twice."""
     algo = MEASURED_ALGO[op]
+    if backend == "gloo" and algo is Algo.RING and op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER):
+        (L2, F2), (L, F) = gloo_ring_branches(sizes, float(n))
+        return L, F, L2, F2
     unit_alpha = _single_level(Link("a", bandwidth_Bps=np.inf, latency_s=1.0), backend)
     unit_beta = _single_level(Link("b", bandwidth_Bps=1.0, latency_s=0.0), backend)
-    L = collective_time_s(op, algo, sizes, n, unit_alpha)
-    F = collective_time_s(op, algo, sizes, n, unit_beta)
-    return np.asarray(L), np.asarray(F)
+    L = np.asarray(collective_time_s(op, algo, sizes, n, unit_alpha))
+    F = np.asarray(collective_time_s(op, algo, sizes, n, unit_beta))
+    return L, F, L, F
 
 
-def _design(
-    rows: list[dict[str, Any]], world: int, backend: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Measured times, L, F and sizes of `rows`."""
+class _Design(NamedTuple):
+    t: np.ndarray
+    L: np.ndarray
+    F: np.ndarray
+    sizes: np.ndarray
+    alt: tuple[np.ndarray, np.ndarray]
+    """(L, F) of each row's other side (equal to L, F where the schedule has one)."""
+
+
+def _design(rows: list[dict[str, Any]], world: int, backend: str) -> _Design:
+    """Measured times, L, F, sizes and the other side's L, F of `rows`."""
     t = np.array([float(r["time_median_s"]) for r in rows])
-    L = np.empty(len(rows))
-    F = np.empty(len(rows))
+    cols = np.empty((4, len(rows)))
     for i, r in enumerate(rows):
-        li, fi = _coefficients(Op(r["op"]), np.array([float(r["size_bytes"])]), world, backend)
-        L[i], F[i] = li[0], fi[0]
-    return t, L, F, np.array([float(r["size_bytes"]) for r in rows])
+        size = np.array([float(r["size_bytes"])])
+        cols[:, i] = [c[0] for c in _coefficients(Op(r["op"]), size, world, backend)]
+    sizes = np.array([float(r["size_bytes"]) for r in rows])
+    return _Design(t, cols[0], cols[1], sizes, (cols[2], cols[3]))
 
 
 def fit_jitter(
@@ -126,7 +144,8 @@ def fit_jitter(
     use = [r for r in rows if "time_p10_s" in r and "time_p90_s" in r and r.get("wrong", 0) == 0]
     if len(use) < 2:
         return 0.0, 0.0
-    _, L, _, sizes = _design(use, world, backend)
+    d = _design(use, world, backend)
+    L, sizes = d.L, d.sizes
     spread = np.array([max(float(r["time_p90_s"]) - float(r["time_p10_s"]), 0.0) for r in use])
     per_step = spread / P10_P90_SIGMAS / np.sqrt(np.maximum(L, 1.0))
     A = np.stack([np.ones_like(sizes), sizes], axis=1)
@@ -142,12 +161,7 @@ def _jitter_s(L: np.ndarray, world: int, mu: float, sigma: float) -> np.ndarray:
     return np.asarray(L * mu + np.sqrt(L) * sigma * (float(harmonic(world)) - 1))
 
 
-def _least_squares(
-    t: np.ndarray, L: np.ndarray, F: np.ndarray, group: np.ndarray | None = None
-) -> tuple[float, np.ndarray, np.ndarray]:
-    """α (shared) and β = 1/B_eff per group (op) minimising the relative error of
-    α·L + β_group·F against t; returns α, the β of each group and the model times."""
-    g = np.zeros(len(t), dtype=np.intp) if group is None else group
+def _solve(t: np.ndarray, L: np.ndarray, F: np.ndarray, g: np.ndarray) -> tuple[float, np.ndarray]:
     k = int(g.max()) + 1
     cols = [L / t] + [np.where(g == j, F, 0.0) / t for j in range(k)]
     coef, *_ = np.linalg.lstsq(np.stack(cols, axis=1), np.ones_like(t), rcond=None)
@@ -161,7 +175,49 @@ def _least_squares(
         else:  # bandwidth unidentifiable (tiny messages only): latency alone
             beta = np.zeros(k)
             alpha = float(np.sum(L / t) / np.sum((L / t) ** 2))
-    return alpha, beta, alpha * L + beta[g] * F
+    return alpha, beta
+
+
+def _least_squares(
+    t: np.ndarray,
+    L: np.ndarray,
+    F: np.ndarray,
+    group: np.ndarray | None = None,
+    alt: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """α (shared) and β = 1/B_eff per group (op) minimising the relative error of
+    α·L + β_group·F against t; returns α, the β of each group and the model times.
+
+    Where a row's schedule takes the larger of two sides (`alt`: Gloo's round trips), each
+    row is fitted on the side the current (α, β) make the larger, until no row changes side
+    (a few passes: the sides cross once in size)."""
+    g = np.zeros(len(t), dtype=np.intp) if group is None else group
+    L2, F2 = (L, F) if alt is None else alt
+    use_L, use_F = L, F
+    for _ in range(8):
+        alpha, beta = _solve(t, use_L, use_F, g)
+        pick = alpha * L2 + beta[g] * F2 > alpha * L + beta[g] * F
+        new_L, new_F = np.where(pick, L2, L), np.where(pick, F2, F)
+        if np.array_equal(new_L, use_L) and np.array_equal(new_F, use_F):
+            break
+        use_L, use_F = new_L, new_F
+    model = np.maximum(alpha * L + beta[g] * F, alpha * L2 + beta[g] * F2)
+    return alpha, beta, model
+
+
+def _side_steps(
+    t: np.ndarray,
+    L: np.ndarray,
+    F: np.ndarray,
+    group: np.ndarray | None,
+    alt: tuple[np.ndarray, np.ndarray],
+) -> tuple[float, np.ndarray]:
+    """α of a fit on the raw times, and each row's latency steps on the side of its schedule
+    that fit puts it on: the steps its jitter accumulates over."""
+    g = np.zeros(len(t), dtype=np.intp) if group is None else group
+    alpha, beta, _ = _least_squares(t, L, F, g, alt)
+    other = alpha * alt[0] + beta[g] * alt[1] > alpha * L + beta[g] * F
+    return alpha, np.where(other, alt[0], L)
 
 
 def fit_run(
@@ -183,21 +239,23 @@ def fit_run(
             field="results",
         )
     mu, sigma = fit_jitter(correct, world, backend)
-    t, L, F, _ = _design(use, world, backend)
+    d = _design(use, world, backend)
+    t, L, F = d.t, d.L, d.F
     ops = sorted({r["op"] for r in use}, key=lambda o: (o != "all_reduce", o))
     if "all_reduce" not in ops:
         ops.sort(key=lambda o: -sum(r["op"] == o for r in use))
     group = np.array([ops.index(r["op"]) for r in use], dtype=np.intp)
-    jit = _jitter_s(L, world, mu, sigma)
     # Jitter does not grow with size, like α: the spread only bounds it from above. It cannot
     # exceed the size-independent time of a plain α-β fit, or it would eat the small rows
-    # (a noisy 4-iteration run otherwise fitted 13× the line rate).
-    alpha_all, _, _ = _least_squares(t, L, F, group)
+    # (a noisy 4-iteration run otherwise fitted 13× the line rate). Each row's jitter is over
+    # the steps of the side of its schedule that fit says it is on.
+    alpha_all, steps = _side_steps(t, L, F, group, d.alt)
+    jit = _jitter_s(steps, world, mu, sigma)
     if np.any(jit > 0):
-        k = min(1.0, float(np.min(alpha_all * L / np.maximum(jit, 1e-300))))
+        k = min(1.0, float(np.min(alpha_all * steps / np.maximum(jit, 1e-300))))
         mu, sigma, jit = mu * k, sigma * k, jit * k
     net = np.maximum(t - jit, t * 1e-6)
-    alpha, betas, model = _least_squares(net, L, F, group)
+    alpha, betas, model = _least_squares(net, L, F, group, d.alt)
     beta = float(betas[0])
     pred = model + jit
     rel = pred / t - 1
@@ -207,11 +265,16 @@ def fit_run(
     small: dict[str, Any] | None = None
     below = [r for r in correct if r["size_bytes"] < min_size]
     if len({r["size_bytes"] for r in below}) >= 2:
-        ts, Ls, Fs, _ = _design(below, world, backend)
+        ds = _design(below, world, backend)
+        ts, Ls, Fs = ds.t, ds.L, ds.F
         # the per-op factors fitted on large messages also apply below the cut
         factor = np.array([per_op.get(r["op"], 1.0) for r in below])
-        jit_s = _jitter_s(Ls, world, mu, sigma)
-        a_s, b_s, model_s = _least_squares(np.maximum(ts - jit_s, ts * 1e-6), Ls, Fs * factor)
+        alt_s = (ds.alt[0], ds.alt[1] * factor)
+        _, steps_s = _side_steps(ts, Ls, Fs * factor, None, alt_s)
+        jit_s = _jitter_s(steps_s, world, mu, sigma)
+        a_s, b_s, model_s = _least_squares(
+            np.maximum(ts - jit_s, ts * 1e-6), Ls, Fs * factor, None, alt_s
+        )
         if b_s[0] > 0:
             small = {
                 "max_size_bytes": min_size,

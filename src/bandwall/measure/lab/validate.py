@@ -15,15 +15,14 @@ Gloo `Topology` with one rank per node and a scale-out TCP `Link` that describes
   (as Gloo does on a kernel with the old 212,992-byte wmem_max), else tcp_rmem's maximum.
 
 `python -m bandwall.measure.lab.validate` (root) measures and prints the tables; the lab tests
-run a small subset. `gloo_ring_s` is NOT the model: it is gloo's own ring schedule written out
-(gloo/allreduce.cc), to show which term the model lacks for gloo at high RTT.
+run a small subset. All predictions are the model's (`collective_time_s` on a Gloo topology,
+whose ring pays gloo's receiver-ready round trip per segment pair).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 import tempfile
@@ -40,8 +39,6 @@ from bandwall.units import parse_rate_Gbps
 MSS_BYTES = 1448
 MTU_BYTES = 1500
 TCP_PAYLOAD_SHARE = MSS_BYTES / MTU_BYTES
-#: gloo/allreduce.h: kMaxSegmentSize, the largest send of its ring.
-GLOO_MAX_SEGMENT_BYTES = 1 << 20
 
 
 def _sysctl_int(key: str, field_index: int = 0) -> int:
@@ -116,24 +113,6 @@ def predict_stream_Bps(link: LabLink, streams: int) -> float:
     """k parallel streams over the link: min(k × one stream's limits, link rate)."""
     topo = link.topology(streams)
     return float(topo.link_Bps(link.link(), streams))
-
-
-def gloo_ring_s(link: LabLink, size_bytes: int, ranks: int) -> float:
-    """gloo's ring all_reduce written out; not the model.
-
-    gloo splits the buffer into max(⌈S / 1 MiB⌉, 2n) segments (a multiple of n) and keeps two
-    in flight; each phase (reduce-scatter, all-gather) sends m = segments − segments/n of them.
-    A send waits for the receiver's "ready" notice (tcp/pair.cc: NOTIFY_RECV_READY), so a
-    latency-bound pair of segments costs a round trip plus one segment's serialisation; a
-    bandwidth-bound pair costs two serialisations. Total ≈ m · max(2α + s/B, 2s/B).
-    """
-    n = ranks
-    bw = link.rate_Gbps * 1e9 / 8 * TCP_PAYLOAD_SHARE
-    segments = max(math.ceil(size_bytes / GLOO_MAX_SEGMENT_BYTES), 2 * n)
-    segments = math.ceil(segments / n) * n
-    seg_s = size_bytes / segments / bw
-    sends = segments - segments // n
-    return sends * max(2 * link.alpha_s + seg_s, 2 * seg_s)
 
 
 def error(predicted: float, measured: float) -> float:
@@ -292,9 +271,7 @@ def ring_rows(
             pred = predict_all_reduce_s(link, size, bench.hosts)
             if pred < floor_factor * cpu_floor_s:
                 continue
-            row = _row("all_reduce", rtt, _size(size), pred, m["all_reduce_s"][size], "s")
-            row["gloo_schedule"] = gloo_ring_s(link, size, bench.hosts)
-            rows.append(row)
+            rows.append(_row("all_reduce", rtt, _size(size), pred, m["all_reduce_s"][size], "s"))
     return rows, info
 
 
@@ -365,7 +342,7 @@ def median_of(
     out = []
     for same in keyed.values():
         r = dict(same[0])
-        for k in ("predicted", "measured", "gloo_schedule"):
+        for k in ("predicted", "measured"):
             if k in r:
                 r[k] = statistics.median(x[k] for x in same)
         r["error"] = error(r["predicted"], r["measured"])
@@ -392,15 +369,13 @@ def _fmt(value: float, unit: str) -> str:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| term | RTT | case | predicted | measured | error | gloo schedule |",
-        "|---|---|---|---|---|---|---|",
+        "| term | RTT | case | predicted | measured | error |",
+        "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        gloo = r.get("gloo_schedule")
-        gloo_cell = f"{_fmt(gloo, 's')} ({error(gloo, r['measured']):+.1%})" if gloo else ""
         lines.append(
             f"| {r['what']} | {r['rtt_ms']:g} ms | {r['case']} | {_fmt(r['predicted'], r['unit'])}"
-            f" | {_fmt(r['measured'], r['unit'])} | {r['error']:+.1%} | {gloo_cell} |"
+            f" | {_fmt(r['measured'], r['unit'])} | {r['error']:+.1%} |"
         )
     errs = sorted(abs(r["error"]) for r in rows)
     lines.append("")
