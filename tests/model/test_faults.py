@@ -224,3 +224,13 @@ def test_oversubscription_sweep_is_monotone(run_cli) -> None:  # type: ignore[no
     assert [float(x["oversubscription"]) for x in rows] == [1, 2, 4, 8]
     steps = [float(x["step_time_s"]) for x in rows]
     assert steps == sorted(steps) and steps[-1] > steps[0]
+
+
+def test_max_bin_load_does_not_underflow_for_many_balls_per_bin() -> None:
+    """With λ = balls/bins past ~745, exp(−λ) underflows; the busiest of two bins of 1,600
+    balls sits a few dozen above λ = 800 (σ = √800 ≈ 28), not at 1,600 (found by mutation
+    testing)."""
+    from bandwall.model.faults import max_bin_load
+
+    small, big = max_bin_load(1400, 2), max_bin_load(1600, 2)
+    assert 700 < small < 730 and 800 < big < 830

@@ -206,6 +206,43 @@ def test_sweep_rows_equal_single_plans() -> None:
         assert float(row["cost_usd"][0]) == pytest.approx(one.metrics["cost_usd"])
 
 
+def test_sweep_over_two_looped_axes_labels_every_row() -> None:
+    """global_batch is both a looped axis and a metric: one column, and each row is the plan
+    of its own labels (found by re-answering docs/scenarios.md: the rows were mislabelled)."""
+    req = make_request(model="resnet50", gpus=64, preset="decentralized-colocated")
+    out = sweep(req, {"global_batch": [1024, 4096], "local_sgd_steps": [1, 100]})
+    n = len(out["step_time_s"])
+    assert n == 4 and all(len(v) == n for v in out.values())
+    for i in range(n):
+        gb, h = int(float(out["global_batch"][i])), int(out["local_sgd_steps"][i])
+        one = plan(
+            model="resnet50",
+            gpus=64,
+            preset="decentralized-colocated",
+            global_batch=gb,
+            local_sgd_steps=h,
+        )
+        assert float(out["step_time_s"][i]) == pytest.approx(one.metrics["step_time_s"])
+    assert [int(float(g)) for g in out["global_batch"]] == [1024, 1024, 4096, 4096]
+
+
+def test_diloco_workers_per_site_pay_no_pipeline_egress() -> None:
+    """DiLoCo workers sit one per site, so their pipelines never leave it: egress is the outer
+    sync alone, whatever pp (it was billed as a pipeline across sites at pp = sites)."""
+    common = dict(
+        model="llama3-8b",
+        gpus=256,
+        tp=8,
+        tokens=1e12,
+        preset="decentralized-geo",
+        local_sgd_steps=100,
+    )
+    egress = {pp: plan(**common, pp=pp).metrics["egress_usd"] for pp in (1, 2, 4)}
+    assert egress[1] > 0 and egress[4] == pytest.approx(egress[1]) == egress[2]
+    synchronous = plan(**{**common, "local_sgd_steps": 1}, pp=4).metrics["egress_usd"]
+    assert synchronous > 50 * egress[4]  # a synchronous pipeline does cross the sites
+
+
 def test_diloco_across_sites_with_fsdp_inside() -> None:
     """Issue 13's geo case: 64 H100 in 8 nodes across continents, FSDP inside each node, DiLoCo
     across nodes every 100 steps with int8 pseudo-gradients over 1 Gb/s internet."""

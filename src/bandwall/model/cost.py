@@ -21,6 +21,7 @@ def egress_bytes_per_step(
     activation_bytes_per_step: Any,
     sync_bytes: float,
     local_sgd_steps: int,
+    workers: Any = 1.0,
 ) -> Any:
     """Bytes leaving the sites per step, summed over sites (what egress is billed on).
 
@@ -29,12 +30,21 @@ def egress_bytes_per_step(
     interleaved schedule of v chunks crosses every boundary v times and wraps from the last
     site to the first v − 1 times). Otherwise the data-parallel (or DiLoCo pseudo-)gradients
     leave every site 2·(sites−1)/sites times (ring reduce-scatter + all-gather): 2·(sites−1)
-    model copies in all, once every local-SGD period.
+    model copies in all, once every local-SGD period. DiLoCo `workers` are placed site by site
+    (the engine prices their pipelines that way): a pipeline crosses sites only where a worker
+    spans several, and then only its own sites/workers of them.
     """
     if sites <= 1:
         return np.zeros(np.shape(pp))
-    pp_across = (pp >= sites) & (np.mod(pp, sites) == 0) & is_transformer
-    crossings = virtual_stages * sites - 1
+    workers = np.asarray(workers, dtype=np.float64)
+    sites_per_worker = sites / np.maximum(workers, 1.0)
+    pp_across = (
+        (pp >= sites_per_worker)
+        & (np.mod(pp, sites_per_worker) == 0)
+        & (sites_per_worker > 1)
+        & is_transformer
+    )
+    crossings = virtual_stages * sites_per_worker - 1
     return np.where(
         pp_across,
         crossings * 2 * activation_bytes_per_step,

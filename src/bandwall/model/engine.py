@@ -544,6 +544,7 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         gb * seq * h * memory.ACT_BYTES,
         sync_bytes,
         H,
+        workers,
     )
     egress = egress_step * steps
     gpu_usd = hours * price

@@ -28,11 +28,12 @@ class Routing(StrEnum):
 def job_mtbf_s(f: FailureSpec, gpus: Any, nodes: Any, nics: Any, links: Any) -> Any:
     """Mean time between job interruptions: component failures add as Poisson rates, so a
     synchronous job of n GPUs fails n times as often as one GPU."""
-    rate_per_hour = (
+    rate_per_hour = np.asarray(
         gpus * f.gpu_per_hour
         + nodes * f.node_per_hour
         + nics * f.nic_per_hour
-        + links * f.link_per_hour
+        + links * f.link_per_hour,
+        dtype=np.float64,
     )
     with np.errstate(divide="ignore"):
         return np.where(rate_per_hour > 0, 3600.0 / rate_per_hour, np.inf)
@@ -82,11 +83,10 @@ def max_bin_load(balls: int, bins: int) -> int:
         return 0
     lam = balls / bins
     k = 1
-    pmf = math.exp(-lam)
-    cdf = pmf  # P(X <= 0)
+    log_lam = math.log(lam)
+    cdf = math.exp(-lam)  # P(X <= 0); each term in log space, so λ > 745 does not underflow
     while k < balls:
-        pmf *= lam / k
-        cdf += pmf  # P(X <= k)
+        cdf += math.exp(k * log_lam - lam - math.lgamma(k + 1))  # P(X <= k)
         if bins * (1 - cdf) < 0.5:  # P(max >= k + 1) below one half
             break
         k += 1

@@ -315,7 +315,7 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
             full = np.broadcast_to(_grid_axis(vec_axes[k], i, len(vec_names)), grid_shape)
             columns.setdefault(k, []).append(full.reshape(-1))
         for f in dataclasses.fields(Metrics):
-            if f.name in vec_names:
+            if f.name in axes:  # an axis that is also a metric (global_batch): one column
                 continue
             columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
     return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in columns.items()}
