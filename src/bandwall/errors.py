@@ -15,6 +15,8 @@ with the field in ``loc``. So every error a user can cause names the request fie
 from __future__ import annotations
 
 from collections.abc import Iterable
+from enum import StrEnum
+from typing import TypeVar
 
 
 class BandwallError(Exception):
@@ -55,3 +57,15 @@ def unknown_choice(field: str, value: object, choices: Iterable[str]) -> ConfigE
     """The standard 'unknown X' error listing what is allowed."""
     allowed = ", ".join(sorted(choices))
     return ConfigError(f"unknown value {value!r}; choose one of: {allowed}", field=field)
+
+
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def parse_choice(kind: type[_E], text: str, field: str) -> _E:
+    """`text` as a member of the string enum `kind` (case and surrounding space ignored), or
+    the standard 'unknown value' error for `field` listing the members."""
+    try:
+        return kind(text.strip().lower())
+    except ValueError:
+        raise unknown_choice(field, text, [m.value for m in kind]) from None

@@ -8,15 +8,11 @@ chart.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Any
 
-import typer
-
-from bandwall.cli.options import option_parameter
+from bandwall.cli.options import with_request_options
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.planning.request import PlanRequest
 
@@ -71,66 +67,15 @@ TRAINING_ONLY = (
 )
 
 
-def _infer_fields() -> tuple[str, ...]:
-    from bandwall.planning.request import INFER_FIELDS
-
-    return INFER_FIELDS
-
-
-def _infer_option(name: str) -> inspect.Parameter:
-    """One serving/energy field as a Typer option: its docstring, choices and default."""
-    from bandwall.planning.request import InferRequest
-
-    info = InferRequest.model_fields[name]
-    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-    flag = str(extra.get("flag") or name.replace("_", "-"))
-    text = (info.description or "").strip()
-    ann = info.annotation
-    if typing.get_origin(ann) is Literal:
-        text += " Choices: " + ", ".join(map(str, typing.get_args(ann))) + "."
-    if info.default is not None and ann is not bool:
-        text += f" [default: {info.default}]"
-    if ann is bool:
-        annotation: Any = Annotated[
-            bool | None, typer.Option(f"--{flag}/--no-{flag}", help=text, show_default=False)
-        ]
-    else:
-        annotation = Annotated[str | None, typer.Option(f"--{flag}", help=text, show_default=False)]
-    return inspect.Parameter(
-        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
-    )
-
-
 def with_infer_options(
     *, skip: tuple[str, ...] = ()
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Give a command taking `fields: dict` one option per serving request field."""
-    plan_names = [n for n in PlanRequest.model_fields if n not in TRAINING_ONLY + skip]
-    infer_names = [n for n in _infer_fields() if n not in skip]
-    names = plan_names + infer_names
+    """Give a command taking `fields: dict` one option per serving request field: the plan
+    request's model and cluster fields, then the serving and energy ones."""
+    from bandwall.planning.request import INFER_FIELDS
 
-    def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [
-            p
-            for p in inspect.signature(fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
-
-        @functools.wraps(fn)
-        def wrapper(**kwargs: Any) -> None:
-            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
-            for k in names:
-                kwargs.pop(k, None)
-            fn(fields=fields, **kwargs)
-
-        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            own
-            + [option_parameter(n, False) for n in plan_names]
-            + [_infer_option(n) for n in infer_names]
-        )
-        return wrapper
-
-    return deco
+    plan_names = [n for n in PlanRequest.model_fields if n not in TRAINING_ONLY]
+    return with_request_options(skip=skip, names=plan_names + list(INFER_FIELDS))
 
 
 # --- rendering -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from bandwall.planning.request import (
     PlanRequest,
     choices_for,
     field_flag,
+    field_info,
     field_meta,
     make_request,
 )
@@ -58,7 +59,7 @@ def _unit_example(info: FieldInfo) -> str | None:
 
 def option_help(name: str, *, with_choices: bool = True) -> str:
     """One field's help: its docstring, the allowed values and the default."""
-    info = PlanRequest.model_fields[name]
+    info = field_info(name)
     text = (info.description or "").strip()
     meta = field_meta(name)
     if with_choices and meta.get("choices"):
@@ -77,7 +78,7 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
 
 def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     """The Typer parameter of one request field (a comma list/range when `multi`)."""
-    info = PlanRequest.model_fields[name]
+    info = field_info(name)
     flag = "--" + field_flag(name)
     ann = _base_type(info)
     help_text = option_help(name)
@@ -104,13 +105,14 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
 
 
 def with_request_options(
-    *, skip: tuple[str, ...] = (), multi: bool = False
+    *, skip: tuple[str, ...] = (), multi: bool = False, names: list[str] | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Give a command taking `fields: dict` one option per request field.
+    """Give a command taking `fields: dict` one option per request field (`names`, default
+    every plan-request field).
 
     `multi` (sweep) lets every option take a comma list, and vector fields a range.
     """
-    names = [n for n in PlanRequest.model_fields if n not in skip]
+    names = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
         own = [

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bandwall.errors import ConfigError, unknown_choice
+from bandwall.errors import ConfigError, parse_choice, unknown_choice
 from bandwall.model import congestion, nccl
 from bandwall.model.nccl import NcclAlgo, NcclFunc, Proto
 from bandwall.model.topology import Backend, Link, Topology
@@ -161,10 +161,7 @@ _WAN_SCHEDULES: dict[Op, tuple[Algo, ...]] = {
 
 
 def parse_op(text: str) -> Op:
-    try:
-        return Op(text.strip().lower().replace("-", "_"))
-    except ValueError:
-        raise unknown_choice("op", text, [o.value for o in Op]) from None
+    return parse_choice(Op, text.replace("-", "_"), "op")
 
 
 def parse_algo(text: str) -> Algo:

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bandwall.errors import unknown_choice
+from bandwall.errors import parse_choice
 
 Numeric = float | npt.NDArray[Any]
 FloatArray = npt.NDArray[np.float64]
@@ -45,12 +45,7 @@ class CongestionControl(StrEnum):
 
 
 def parse_congestion_control(text: str) -> CongestionControl:
-    try:
-        return CongestionControl(text.strip().lower())
-    except ValueError:
-        raise unknown_choice(
-            "congestion_control", text, [c.value for c in CongestionControl]
-        ) from None
+    return parse_choice(CongestionControl, text, "congestion_control")
 
 
 #: Mathis et al. (1997): BW = MSS/RTT · C/√p with C = √(3/2) when every segment is ACKed.

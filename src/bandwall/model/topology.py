@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bandwall.catalog import FabricSpec, Transport
-from bandwall.errors import ConfigError, unknown_choice
+from bandwall.errors import ConfigError, parse_choice, unknown_choice
 from bandwall.model import tcp
 from bandwall.model.tcp import CongestionControl, parse_congestion_control
 from bandwall.units import GB, US
@@ -106,24 +106,15 @@ class FabricCC(StrEnum):
 
 
 def parse_load_balancing(text: str) -> LoadBalancing:
-    try:
-        return LoadBalancing(text.strip().lower())
-    except ValueError:
-        raise unknown_choice("routing", text, [m.value for m in LoadBalancing]) from None
+    return parse_choice(LoadBalancing, text, "routing")
 
 
 def parse_placement(text: str) -> Placement:
-    try:
-        return Placement(text.strip().lower())
-    except ValueError:
-        raise unknown_choice("placement", text, [p.value for p in Placement]) from None
+    return parse_choice(Placement, text, "placement")
 
 
 def parse_fabric_cc(text: str) -> FabricCC:
-    try:
-        return FabricCC(text.strip().lower())
-    except ValueError:
-        raise unknown_choice("rdma_cc", text, [c.value for c in FabricCC]) from None
+    return parse_choice(FabricCC, text, "rdma_cc")
 
 
 #: NCCL_IB_QPS_PER_CONNECTION default (NCCL 2.30.7 src/transport/net_ib: IbQpsPerConn = 1).
@@ -131,17 +122,11 @@ NCCL_QPS_PER_CONNECTION = 1
 
 
 def parse_backend(text: str) -> Backend:
-    try:
-        return Backend(text.strip().lower())
-    except ValueError:
-        raise unknown_choice("backend", text, [b.value for b in Backend]) from None
+    return parse_choice(Backend, text, "backend")
 
 
 def parse_gpu_arch(text: str) -> GpuArch:
-    try:
-        return GpuArch(text.strip().lower())
-    except ValueError:
-        raise unknown_choice("gpu_arch", text, [a.value for a in GpuArch]) from None
+    return parse_choice(GpuArch, text, "gpu_arch")
 
 
 @dataclass(frozen=True)

@@ -461,9 +461,15 @@ class PlanRequest(BaseModel):
         raise ValueError(f"must be none, int8 or topk:RATIO, got {value!r}")
 
 
+def field_info(name: str) -> Any:
+    """A plan or serving request field (`InferRequest` adds fields to `PlanRequest`)."""
+    info = PlanRequest.model_fields.get(name)
+    return info if info is not None else InferRequest.model_fields.get(name)
+
+
 def field_flag(name: str) -> str:
     """The CLI option of a request field, without the leading dashes."""
-    info = PlanRequest.model_fields.get(name)
+    info = field_info(name)
     extra = info.json_schema_extra if info is not None else None
     if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
         return str(extra["flag"])
@@ -471,7 +477,7 @@ def field_flag(name: str) -> str:
 
 
 def field_meta(name: str) -> dict[str, Any]:
-    extra = PlanRequest.model_fields[name].json_schema_extra
+    extra = field_info(name).json_schema_extra
     return dict(extra) if isinstance(extra, dict) else {}
 
 
