@@ -81,13 +81,17 @@ def write_trace(path: Path, target_bytes: int, seed: int = 0) -> int:
     return step
 
 
+#: Peak RSS from /proc/self/status VmHWM (this process's own address space). getrusage's
+#: ru_maxrss survives exec on Linux, so a probe forked from a large pytest process reported
+#: pytest's peak (556 MB late in a full run) instead of its own.
 PROBE = """
-import resource, sys, time
+import re, sys, time
 from bandwall.measure.doctor import analyze_trace
 t = time.perf_counter()
 r = analyze_trace(sys.argv[1])
-print(len(r.steps), r.events, round(time.perf_counter() - t, 1),
-      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+with open("/proc/self/status") as fh:
+    hwm_kb = int(re.search(r"VmHWM:\\s+(\\d+) kB", fh.read()).group(1))
+print(len(r.steps), r.events, round(time.perf_counter() - t, 1), hwm_kb // 1024)
 """
 
 
