@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,3 +49,15 @@ def plan_of(**fields: object):  # type: ignore[no-untyped-def]
     from bandwall.planning.request import make_request
 
     return plan(make_request(**fields))
+
+
+#: Network namespaces are global to the kernel: a test run killed mid-lab leaves its
+#: namespaces behind, and two runs on one machine share them. Every lab a test makes carries
+#: this run's tag so runs never meet (a lab name is at most 8 characters: stem <= 3 + 5).
+RUN_TAG = "".join(secrets.choice("0123456789abcdefghijklmnopqrstuvwxyz") for _ in range(5))
+
+
+def lab_name(stem: str) -> str:
+    """A lab name unique to this test run, e.g. `tup` -> `tup3k9a0`."""
+    assert 1 <= len(stem) <= 3 and stem.isalpha(), stem
+    return stem + RUN_TAG

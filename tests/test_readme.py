@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import lab_name
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 FENCE = re.compile(r"(<!-- readme-test: (\w+) -->\n)?```(\w+)\n(.*?)```", re.S)
@@ -83,6 +85,8 @@ def _env(workdir: Path) -> dict[str, str]:
         COLUMNS="80",
         BANDWALL_DB=str(workdir / "results.db"),
         BANDWALL_PROFILE_DIR=str(workdir / "profiles"),
+        # the README's `lab down --all` must only meet the labs this test made
+        BANDWALL_LAB_DIR=str(workdir / "labs"),
         # as after the README's set-up: the venv's `bandwall` is on PATH (lab run execs it)
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     )
@@ -119,7 +123,11 @@ def test_readme_lab_block_runs(workdir: Path) -> None:
     if os.geteuid() != 0:
         pytest.skip("the lab needs root")
     block = [c for c in CASES if c[0] == "lab"]
-    made = [a[a.index("--name") + 1] for _, a, _ in block if a[1:3] == ["lab", "up"]]
+    # the README's lab names, tagged with this run's (namespaces are global to the kernel)
+    ours = {a[a.index("--name") + 1]: "" for _, a, _ in block if a[1:3] == ["lab", "up"]}
+    ours = {n: lab_name(n) for n in ours}
+    block = [(t, [ours.get(w, w) for w in a], e) for t, a, e in block]
+    made = list(ours.values())
     try:
         for _, argv, expected in block:
             r = _run(argv, workdir)

@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from bandwall.measure.doctor import analyze_job, diagnose
+from tests.conftest import lab_name
 
 from .test_trace import reference_exposed_share
+
+DTR = lab_name("dtr")
 
 pytest.importorskip("torch", reason="recording traces needs torch")
 
@@ -81,14 +84,14 @@ def test_lab_run_names_the_slow_host(tmp_path: Path) -> None:
             check=False,
         )
 
-    up = bw("lab", "up", "--hosts", "3", "--rate", "1gbit", "--name", "dtr")
+    up = bw("lab", "up", "--hosts", "3", "--rate", "1gbit", "--name", DTR)
     assert up.returncode == 0, up.stderr
     try:
         out = tmp_path / "traces"
         run = bw(
             "lab",
             "run",
-            "dtr",
+            DTR,
             "--straggler",
             "1:0.2",
             "--timeout",
@@ -106,11 +109,11 @@ def test_lab_run_names_the_slow_host(tmp_path: Path) -> None:
         )
         assert run.returncode == 0, run.stderr[-2000:]
     finally:
-        down = bw("lab", "down", "dtr")
+        down = bw("lab", "down", DTR)
     assert down.returncode == 0, down.stderr
     traces = sorted(out.glob("trace-rank*.json"))
     job = analyze_job(traces)
     assert job.straggler is not None
-    assert (job.straggler.rank, job.straggler.host) == (1, "bw-dtr-h1")
+    assert (job.straggler.rank, job.straggler.host) == (1, f"bw-{DTR}-h1")
     ref = [reference_exposed_share(p) for p in traces]
     assert job.exposed_share == pytest.approx(sum(ref) / len(ref), rel=0.10)

@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from bandwall.errors import LabError
+from tests.conftest import lab_name
 
 NEEDS_ROOT = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
     reason="lab tests need root, iproute2 and tc",
 )
 pytest.importorskip("torch", reason="lab runs need torch")
+
+TUP, TSL = lab_name("tup"), lab_name("tsl")
 
 
 def bw(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -65,21 +68,21 @@ def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_up_status_down_touch_only_their_own(lab_env: dict[str, str]) -> None:
     before_links, before_ns = _root_links(), _netns()
     r = bw(
-        "lab", "up", "--hosts", "3", "--rates", "1gbit,1gbit,250mbit", "--name", "tup", env=lab_env
+        "lab", "up", "--hosts", "3", "--rates", "1gbit,1gbit,250mbit", "--name", TUP, env=lab_env
     )
     assert r.returncode == 0, r.stderr
     assert "link latency is not emulated" in r.stdout
-    mine = {"bw-tup-sw", "bw-tup-h0", "bw-tup-h1", "bw-tup-h2"}
+    mine = {f"bw-{TUP}-sw", f"bw-{TUP}-h0", f"bw-{TUP}-h1", f"bw-{TUP}-h2"}
     assert mine <= _netns()
     qd = subprocess.run(
-        ["tc", "-n", "bw-tup-h2", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
+        ["tc", "-n", f"bw-{TUP}-h2", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
     ).stdout
     assert "tbf" in qd and "250Mbit" in qd
     st = json.loads(bw("lab", "status", "--json", env=lab_env).stdout)
-    assert st[0]["name"] == "tup" and st[0]["healthy"] and st[0]["rates_Gbps"][2] == 0.25
-    again = bw("lab", "up", "--hosts", "2", "--name", "tup", env=lab_env)
+    assert st[0]["name"] == TUP and st[0]["healthy"] and st[0]["rates_Gbps"][2] == 0.25
+    again = bw("lab", "up", "--hosts", "2", "--name", TUP, env=lab_env)
     assert again.returncode == 2 and "already exists" in again.stderr
-    down = bw("lab", "down", "tup", env=lab_env)
+    down = bw("lab", "down", TUP, env=lab_env)
     assert down.returncode == 0 and "removed 4 namespaces" in down.stdout
     assert _netns() == before_ns
     assert _root_links() == before_links
@@ -103,9 +106,9 @@ def test_failed_up_cleans_up(lab_env: dict[str, str], monkeypatch: pytest.Monkey
     monkeypatch.setattr(netns, "_tc", flaky_tc)
     before = _netns()
     with pytest.raises(LabError, match="injected"):
-        netns.lab_up("tfail", 3)
+        netns.lab_up(lab_name("tf"), 3)
     assert _netns() == before
-    assert not (Path(lab_env["BANDWALL_LAB_DIR"]) / "tfail.json").exists()
+    assert not (Path(lab_env["BANDWALL_LAB_DIR"]) / f"{lab_name('tf')}.json").exists()
 
 
 def _run_rate(name: str, rate: str, sizes: str, iters: str, env: dict[str, str]) -> None:
@@ -161,8 +164,8 @@ def _run_rate(name: str, rate: str, sizes: str, iters: str, env: dict[str, str])
 def test_shaped_busbw_and_cross_validation(lab_env: dict[str, str]) -> None:
     """1 Gbit and 200 Mbit: busbw >= 80% of the rate at >= 4 MB; calibrate on one rate and
     predict the other: median error <= 15% (collectives >= 1 MB), <= 20% (DDP step)."""
-    _run_rate("tg", "1gbit", "1M:16M", "4", lab_env)  # runs 1 (collectives), 2 (train)
-    _run_rate("tm", "200mbit", "1M:8M", "3", lab_env)  # runs 3, 4
+    _run_rate(lab_name("tg"), "1gbit", "1M:16M", "4", lab_env)  # runs 1 (collectives), 2 (train)
+    _run_rate(lab_name("tm"), "200mbit", "1M:8M", "3", lab_env)  # runs 3, 4
     from bandwall.measure.bench import Store
 
     with Store(lab_env["BANDWALL_DB"]) as store:
@@ -211,7 +214,7 @@ def test_links_flags_the_slow_host(lab_env: dict[str, str]) -> None:
         "--rates",
         "1gbit,1gbit,1gbit,250mbit",
         "--name",
-        "tsl",
+        TSL,
         env=lab_env,
     )
     assert up.returncode == 0, up.stderr
@@ -219,7 +222,7 @@ def test_links_flags_the_slow_host(lab_env: dict[str, str]) -> None:
         r = bw(
             "lab",
             "run",
-            "tsl",
+            TSL,
             "--",
             sys.executable,
             "-m",
@@ -236,7 +239,7 @@ def test_links_flags_the_slow_host(lab_env: dict[str, str]) -> None:
         assert r.returncode == 0, r.stderr
         rows = json.loads(r.stdout)
     finally:
-        bw("lab", "down", "tsl", env=lab_env)
+        bw("lab", "down", TSL, env=lab_env)
     assert len(rows) == 12
     slowest = min(rows, key=lambda x: x["bw_GBps"])
     assert 3 in (slowest["src"], slowest["dst"])

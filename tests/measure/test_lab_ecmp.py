@@ -16,11 +16,13 @@ import pytest
 
 from bandwall.errors import LabError
 from bandwall.measure.lab import ecmp, netns
+from tests.conftest import lab_name
 
 NEEDS_ROOT = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
     reason="lab tests need root, iproute2 and tc",
 )
+ECU = lab_name("ecu")
 
 
 def _lab(spines: int, hosts: int = 4, layout: str = "alternate") -> netns.Lab:
@@ -143,16 +145,16 @@ def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None
         cmd = [sys.executable, "-m", "bandwall", "lab", *args]
         return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
 
-    r = bw("up", "--hosts", "4", "--spines", "3", "--rate", "200mbit", "--name", "ecu")
+    r = bw("up", "--hosts", "4", "--spines", "3", "--rate", "200mbit", "--name", ECU)
     try:
         assert r.returncode == 0, r.stderr
         assert "3 spine paths" in r.stdout
-        state = json.loads((tmp_path / "labs" / "ecu.json").read_text())
-        made = {f"bw-ecu-{n}" for n in ("l0", "l1", "h0", "h1", "h2", "h3")}
+        state = json.loads((tmp_path / "labs" / f"{ECU}.json").read_text())
+        made = {f"bw-{ECU}-{n}" for n in ("l0", "l1", "h0", "h1", "h2", "h3")}
         assert set(state["namespaces"]) == made and made <= _netns()
         assert state["spines"] == 3 and state["complete"]
         routes = subprocess.run(
-            ["ip", "-n", "bw-ecu-l0", "route", "show", f"{state['subnet']}.2"],
+            ["ip", "-n", f"bw-{ECU}-l0", "route", "show", f"{state['subnet']}.2"],
             capture_output=True,
             text=True,
         ).stdout
@@ -162,7 +164,7 @@ def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None
                 "ip",
                 "netns",
                 "exec",
-                "bw-ecu-l0",
+                f"bw-{ECU}-l0",
                 "sysctl",
                 "-n",
                 "net.ipv4.fib_multipath_hash_policy",
@@ -174,10 +176,10 @@ def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None
         st = json.loads(bw("status", "--json").stdout)
         assert st[0]["spines"] == 3 and st[0]["healthy"]
     finally:
-        r = bw("down", "ecu")
+        r = bw("down", ECU)
     assert r.returncode == 0, r.stderr
     assert _netns() == before
-    assert not (tmp_path / "labs" / "ecu.json").exists()
+    assert not (tmp_path / "labs" / f"{ECU}.json").exists()
 
 
 @pytest.mark.lab
@@ -193,7 +195,7 @@ def test_flows_collide_like_balls_into_bins(
     once. Every flow stays on one path (whole-flow loads), the busiest path's load averages
     the model's E[max] (within 4 standard errors of the model's own spread), and the set ends
     when the busiest path has carried its flows at the spine rate."""
-    lab = build("ecf", hosts=4, spines=spines, rate="1gbit", spine_rate="200mbit")
+    lab = build(lab_name("ecf"), hosts=4, spines=spines, rate="1gbit", spine_rate="200mbit")
     row, runs = ecmp.flows_vs_model(lab, flows, sets, 1 << 20, seed=spines)
     whole = [all(abs(x - round(x)) < 0.1 for x in r.measured_loads) for r in runs]
     assert sum(whole) >= 0.9 * sets, [r.measured_loads for r in runs]
@@ -211,7 +213,7 @@ def test_ring_busbw_follows_the_hash_outcome(build) -> None:  # type: ignore[no-
     two ring flows on each leaf's uplinks, which the hash splits or stacks; packed hosts put
     one. The busbw is the line rate over the busiest path's load, whichever it was."""
     for layout in ecmp.LAYOUTS:
-        lab = build(f"ecr{layout[0]}", hosts=4, spines=2, rate="200mbit", layout=layout)
+        lab = build(lab_name(f"e{layout[0]}"), hosts=4, spines=2, rate="200mbit", layout=layout)
         run = ecmp.run_ring(lab, 4 << 20, iters=5)
         assert all(abs(x - round(x)) < 0.15 for ld in run.loads for x in ld), run
         assert run.busiest in ((1, 2) if layout == "alternate" else (1,)), run

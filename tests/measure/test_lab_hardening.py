@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from bandwall.errors import LabError
+from tests.conftest import lab_name
 
 NEEDS_ROOT = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
     reason="lab tests need root, iproute2 and tc",
 )
+TK, TR, TT = lab_name("tk"), lab_name("tr"), lab_name("tt")
 
 
 def bw(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -114,21 +116,21 @@ def test_library_checks_names_too() -> None:
 @NEEDS_ROOT
 def test_a_state_file_cannot_point_elsewhere(lab_env: dict[str, str]) -> None:
     """An edited state file naming a namespace outside the lab's prefix is refused whole."""
-    foreign = "bwtest-foreign"
+    foreign = f"bwtest-{lab_name('fo')}"
     subprocess.run(["ip", "netns", "add", foreign], check=True)
     try:
         labs = Path(lab_env["BANDWALL_LAB_DIR"])
         labs.mkdir(parents=True)
         state = {
-            "name": "tt",
+            "name": TT,
             "hosts": 2,
             "rates_Gbps": [1, 1],
             "subnet": "10.213.9",
-            "namespaces": ["bw-tt-sw", foreign],
+            "namespaces": [f"bw-{TT}-sw", foreign],
         }
-        (labs / "tt.json").write_text(json.dumps(state))
-        r = bw("lab", "down", "tt", env=lab_env)
-        assert r.returncode == 2 and "not a bw-tt-* namespace" in r.stderr, r.stderr
+        (labs / f"{TT}.json").write_text(json.dumps(state))
+        r = bw("lab", "down", TT, env=lab_env)
+        assert r.returncode == 2 and f"not a bw-{TT}-* namespace" in r.stderr, r.stderr
         r = bw("lab", "down", "--all", env=lab_env)
         assert r.returncode == 2
         assert foreign in _netns()
@@ -140,9 +142,9 @@ def _up_until(
     env: dict[str, str], extra: list[str], ready: str
 ) -> tuple[subprocess.Popen[bytes], Path]:
     """Start `lab up` and return once its state file shows it midway (`ready`)."""
-    state = Path(env["BANDWALL_LAB_DIR"]) / "tk.json"
+    state = Path(env["BANDWALL_LAB_DIR"]) / f"{TK}.json"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "bandwall", "lab", "up", "--hosts", "16", "--name", "tk", *extra],
+        [sys.executable, "-m", "bandwall", "lab", "up", "--hosts", "16", "--name", TK, *extra],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -186,7 +188,7 @@ def test_kill9_midway_then_down_all_restores_everything(
     assert _netns() == before_ns
     assert _root_links() == before_links
     assert not state.exists()
-    assert not _wait_dead(_delaylines("tk"))
+    assert not _wait_dead(_delaylines(TK))
 
 
 @pytest.mark.lab
@@ -198,7 +200,7 @@ def test_sigterm_midway_cleans_up_by_itself(lab_env: dict[str, str]) -> None:
     assert proc.wait(timeout=30) == -signal.SIGTERM
     assert _netns() == before
     assert not state.exists()
-    assert not _wait_dead(_delaylines("tk"))
+    assert not _wait_dead(_delaylines(TK))
 
 
 RANK = """
@@ -214,7 +216,7 @@ time.sleep(600)
 def _start_run(env: dict[str, str], tmp: Path) -> tuple[subprocess.Popen[bytes], list[int]]:
     (tmp / "rank.py").write_text(RANK)
     proc = subprocess.Popen(
-        [*BW, "lab", "run", "tr", "--", sys.executable, str(tmp / "rank.py"), str(tmp)],
+        [*BW, "lab", "run", TR, "--", sys.executable, str(tmp / "rank.py"), str(tmp)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -246,15 +248,15 @@ def _in_lab(name: str, hosts: int) -> list[int]:
 def test_sigterm_to_run_reaches_every_rank_and_their_children(
     lab_env: dict[str, str], tmp_path: Path
 ) -> None:
-    assert bw("lab", "up", "--hosts", "3", "--name", "tr", env=lab_env).returncode == 0
+    assert bw("lab", "up", "--hosts", "3", "--name", TR, env=lab_env).returncode == 0
     try:
         proc, pids = _start_run(lab_env, tmp_path)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 128 + signal.SIGTERM
         assert not _wait_dead(pids, 1.0)
-        assert not _in_lab("tr", 3)
+        assert not _in_lab(TR, 3)
     finally:
-        bw("lab", "down", "tr", env=lab_env)
+        bw("lab", "down", TR, env=lab_env)
 
 
 @pytest.mark.lab
@@ -262,7 +264,7 @@ def test_sigterm_to_run_reaches_every_rank_and_their_children(
 def test_kill9_of_run_then_down_leaves_no_process(lab_env: dict[str, str], tmp_path: Path) -> None:
     """kill -9 cannot be forwarded: the ranks die with their parent (PR_SET_PDEATHSIG), and
     `lab down` stops what they left (found by the BANDWALL_LAB mark in its environment)."""
-    assert bw("lab", "up", "--hosts", "3", "--name", "tr", env=lab_env).returncode == 0
+    assert bw("lab", "up", "--hosts", "3", "--name", TR, env=lab_env).returncode == 0
     try:
         proc, pids = _start_run(lab_env, tmp_path)
         proc.kill()
@@ -270,7 +272,7 @@ def test_kill9_of_run_then_down_leaves_no_process(lab_env: dict[str, str], tmp_p
         ranks, escaped = pids[0::2], pids[1::2]
         assert not _wait_dead(ranks)
         assert all(_alive(p) for p in escaped)  # outside the group: only `down` finds them
-        assert bw("lab", "down", "tr", env=lab_env).returncode == 0
+        assert bw("lab", "down", TR, env=lab_env).returncode == 0
         assert not _wait_dead(escaped, 1.0)
     finally:
-        bw("lab", "down", "tr", env=lab_env)
+        bw("lab", "down", TR, env=lab_env)
