@@ -4,6 +4,7 @@ collision model's effect on collectives."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 from typing import Any
@@ -15,6 +16,7 @@ from bandwall.errors import ConfigError
 from bandwall.model import congestion
 from bandwall.model.collectives import Algo, Op, collective_time_s, fabric_congestion
 from bandwall.model.topology import Link, Topology, build_topology
+from tests.conftest import plan_of
 
 NIC_Bps = 50e9
 
@@ -33,6 +35,7 @@ def mc_ring(
     packed: bool,
     trials: int,
     seed: int,
+    failed: int = 0,
 ) -> tuple[float, float]:
     """Flow-level Monte Carlo of a rail-aligned NCCL ring on a two-tier Clos.
 
@@ -44,6 +47,10 @@ def mc_ring(
     leaves its leaf hashes onto a uniformly random spine. Under max-min fair sharing the
     slowest flow gets the first water level, min over links of capacity / flows on it,
     and a NIC's own `flows` flows share its port: time ∝ max(flows, busiest load / speed).
+
+    `failed` leaf-spine links (of planes × leaves × paths) are down in each trial, drawn at
+    random; routing withdraws a spine a flow cannot use both ways, and the flow hashes onto
+    one of the rest.
 
     Returns (E[sprayed time] / E[time], E[time]): sprayed, the same placements with every
     leaf's crossing traffic spread evenly over its paths.
@@ -67,8 +74,15 @@ def mc_ring(
             np.bincount(d, minlength=leaves).max(initial=0),
         )
         worst = 0
-        for _ in range(planes):
-            spine = rng.integers(0, paths, s.size)
+        alive = np.ones(planes * leaves * paths, dtype=bool)
+        alive[rng.choice(alive.size, failed, replace=False)] = False
+        alive = alive.reshape(planes, leaves, paths)
+        for plane in range(planes):
+            if failed:  # a uniformly random spine among those alive at both ends
+                usable = alive[plane][s] & alive[plane][d]
+                spine = (rng.random(usable.shape) * usable).argmax(axis=1)
+            else:
+                spine = rng.integers(0, paths, s.size)
             up = np.bincount(s * paths + spine, minlength=leaves * paths)
             down = np.bincount(d * paths + spine, minlength=leaves * paths)
             worst = max(worst, up.max(initial=0), down.max(initial=0))
@@ -388,3 +402,85 @@ def test_describe_exposes_inputs_and_outputs() -> None:
         assert key in out
     assert out["ecmp_p99_max_load"] >= out["ecmp_expected_max_load"] > out["ecmp_mean_load"]
     assert 0 < out["collision_factor"] < 1
+
+
+def test_a_what_if_nic_rate_keeps_the_leaf_it_was_cabled_for() -> None:
+    """roce-400's leaf is a Tomahawk 4 (25.6 Tb/s, 64 x 400 G) under 400 G NICs; at 1:1 that
+    is 25.6 / 2 / 0.4 = 32 host ports and 32 uplinks at the NIC's rate. A NIC one part in 1e9
+    faster once re-split the leaf (floor(31.99999) = 31 host ports): 32 nodes no longer fit
+    under one leaf and a 1 GiB all_reduce on 256 GPUs priced 90% slower (6.3 -> 11.9 ms)
+    than on the slower NIC (a 1e-9 effect found by hypothesis led there). The leaf stays as
+    cabled, through chained what-ifs too, and a faster NIC is never slower."""
+    topo = build_topology(gpus_per_node=8, scale_out="roce-400")
+    link = topo.scale_out
+    assert link is not None
+    assert [float(x) for x in congestion.leaf_geometry(topo)] == [32.0, 32.0, 1.0]
+    hair = link.with_overrides(bandwidth_Bps=float(link.bandwidth_Bps) * (1 + 1e-9))
+    twice = hair.with_overrides(bandwidth_Bps=float(link.bandwidth_Bps) * 2)
+    for what_if in (hair, twice):
+        assert what_if.layout_Bps == link.bandwidth_Bps
+        geometry = congestion.leaf_geometry(replace(topo, scale_out=what_if))
+        assert [float(x) for x in geometry] == [32.0, 32.0, 1.0]
+    for n, op, size in itertools.product((32, 256, 1024), Op, (1.0, 2.0**20, 2.0**30)):
+        t = [
+            float(collective_time_s(op, Algo.AUTO, size, n, replace(topo, scale_out=w)))
+            for w in (link, hair, twice)
+        ]
+        assert t[0] >= t[1] >= t[2], (n, op, size, t)
+
+
+@pytest.mark.parametrize(
+    ("paths", "flows", "failed"),
+    [(16, 2, 1), (16, 2, 64), (16, 8, 32), (16, 8, 64), (4, 1, 8), (4, 1, 32)],
+)
+def test_failed_links_under_hashing_match_the_oracle(paths: int, flows: int, failed: int) -> None:
+    """Failed leaf-spine links on a hashed fabric (256 nodes, 2 rails, 16 hosts per leaf,
+    512 uplinks at 16 paths): the collision factor within 4% of the flow-level simulation
+    with those links down, from 1 failure (no visible cost: the busiest path is already a
+    chance pile-up elsewhere) to an eighth of the links (0.46 -> 0.39 at 8 flows per NIC)."""
+    case = dict(nodes=256, nics=2, host_ports=16, paths=paths, speed=1.0, flows=flows, rail=True)
+    if paths == 4:
+        case.update(nodes=128, nics=1, host_ports=8)
+    topo = fabric(
+        host_ports=case["host_ports"],
+        paths=paths,
+        speed=1.0,
+        nics=case["nics"],
+        rail=True,
+        packed=False,
+    )
+    hurt = replace(topo, failed_uplinks=float(failed))
+    model = congestion.ring_collisions(hurt, float(case["nodes"]), float(flows))
+    healthy = congestion.ring_collisions(topo, float(case["nodes"]), float(flows))
+    _, mc_time = mc_ring(**case, packed=False, trials=400, seed=5, failed=failed)
+    ideal = max(float(model.flows_per_nic), float(model.mean_load / model.path_speed))
+    assert float(model.factor) == pytest.approx(ideal / mc_time, rel=0.04)
+    assert float(model.factor) <= float(healthy.factor)
+
+
+def test_failed_links_are_priced_once_under_static_routing() -> None:
+    """Llama 3 405B on 16,384 GPUs of Spectrum-X hashed statically: one failed link of
+    16,384 once halved the whole fabric (fabric health 0.5 on top of the collision model:
+    10.75 s, exactly a 2:1 fabric). Now the collision model alone prices it, and an eighth of
+    the links down costs less than halving the spine does, but more than nothing."""
+    common = dict(
+        model="llama3-405b",
+        gpus=16384,
+        preset="ai-factory-ib",
+        fabric="spectrum-x-800",
+        routing="static",
+        tp=4,
+        pp=32,
+        cp=8,
+    )
+    step = {
+        k: plan_of(**common, **extra).metrics["step_time_s"]
+        for k, extra in {
+            "healthy": {},
+            "one": {"failed_links": 1},
+            "eighth": {"failed_link_fraction": 0.125},
+            "2:1": {"oversubscription": 2.0},
+        }.items()
+    }
+    assert step["one"] == pytest.approx(step["healthy"], rel=1e-3)
+    assert step["healthy"] < step["eighth"] < step["2:1"]

@@ -129,4 +129,5 @@ class Cluster:
             node_nics=self.nics_per_node,
             ecmp_paths=self.ecmp_paths,
             rdma_cc=self.rdma_cc,
+            failed_uplinks=self.failed_links if self.routing != "adaptive" else 0.0,
         )

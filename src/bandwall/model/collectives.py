@@ -817,6 +817,7 @@ def _arrays(topo: Topology) -> list[tuple[str | None, str, Any]]:
             "node_nics",
             "leaf_ports",
             "ecmp_paths",
+            "failed_uplinks",
         )
     ]
     for attr in ("scale_up", "scale_out", "wan"):
@@ -831,6 +832,7 @@ def _arrays(topo: Topology) -> list[tuple[str | None, str, Any]]:
             "loss_rate",
             "host_Bps",
             "small_latency_s",
+            "layout_Bps",
         ):
             fields.append((attr, f, getattr(link, f)))
     return [(a, f, v) for a, f, v in fields if v is not None and np.ndim(v) > 0]
@@ -856,13 +858,20 @@ def _squeeze(a: Any, shape: tuple[int, ...]) -> FloatArray:
     return arr
 
 
-def _codes(key: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
-    """(an index of each distinct key, code of every element). Few distinct keys are the
+def _codes(
+    key: npt.NDArray[np.uint64],
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
+    """(an index of each distinct key, code of every element), or None when more than a
+    quarter of the keys are distinct (compressing would not pay). Few distinct keys are the
     rule: take them from a sample, give each a slot by the key's top bits (the keys are
-    already mixed) and look every element up in that table, checking it; else sort."""
+    already mixed) and look every element up in that table, checking it; else sort.
+    A sample already a quarter distinct settles it without the sort (a sweep over a
+    bandwidth axis makes every combination distinct: that sort was a quarter of its time)."""
     step = max(len(key) // _SAMPLE, 1)
     cand = np.unique(key[::step])
     k = len(cand)
+    if k * 4 > len(key):
+        return None
     for bits in range(max(int(k - 1).bit_length() + 2, 1), 21):
         slots = (cand >> np.uint64(64 - bits)).astype(np.intp)
         if len(np.unique(slots)) == k:
@@ -875,6 +884,8 @@ def _codes(key: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.intp], npt.NDArr
                 return first, pos
             break
     _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    if len(first) * 4 > len(key):
+        return None
     return first, inverse.astype(np.intp)
 
 
@@ -904,9 +915,10 @@ def _compress(
         for c in cols:
             key = (key ^ np.ascontiguousarray(c).view(np.uint64)) * _MIX
             key ^= key >> np.uint64(29)
-    first, inverse = _codes(key)
-    if len(first) * 4 > total:
+    codes = _codes(key)
+    if codes is None:
         return n_sq, _rebuilt(topo, fields, squeezed), None
+    first, inverse = codes
     for c in cols:  # a hash collision would merge two combinations: never silently
         if not np.array_equal(c[first][inverse], c):
             return n_sq, _rebuilt(topo, fields, squeezed), None

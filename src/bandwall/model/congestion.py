@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bandwall.model.faults import max_bin_load
 from bandwall.model.topology import FabricCC, Link, LoadBalancing, Placement, Topology
 
 FloatArray = npt.NDArray[np.float64]
@@ -297,10 +298,13 @@ def leaf_geometry(topo: Topology) -> tuple[FloatArray, FloatArray, FloatArray]:
     leaf of the scale-out fabric's switch, split so that D / (U·s) = oversubscription:
     D·r + U·s·r = switch capacity (without a switch spec, 64 ports at the NIC's rate).
     `topo.leaf_ports` and `topo.ecmp_paths` override D and U (e.g. a leaf with more
-    uplinks than host ports)."""
+    uplinks than host ports). The split follows the NIC rate the leaf was laid out for
+    (`Link.layout_Bps`): a what-if NIC rate must not move ports between hosts and uplinks,
+    or a faster NIC could land on a leaf with one host port less and price slower."""
     link = topo.scale_out
     assert link is not None
-    nic = np.asarray(link.bandwidth_Bps, dtype=np.float64)
+    laid_out = link.bandwidth_Bps if link.layout_Bps is None else link.layout_Bps
+    nic = np.asarray(laid_out, dtype=np.float64) + 0 * np.asarray(link.bandwidth_Bps)
     o = np.maximum(np.asarray(topo.oversubscription, dtype=np.float64), 1.0)
     if link.switch_Bps is None or link.switch_port_Bps is None:
         capacity = 64.0 * nic
@@ -412,12 +416,29 @@ def collisions(
     q, ports, paths, speed, phi, balls, groups = np.broadcast_arrays(
         q, ports, paths, speed, phi, balls, stages * leaves * planes
     )
+    # failed uplinks under hashing (faults prices them elsewhere), at random over the job's
+    # leaf-spine links: a crossing flow needs its spine's links to both leaves, so a share
+    # (1 − p)² of the paths, p = K / links, is left to it; the hardest hit leaf keeps
+    # paths − (fullest-bin count) of its own; the job runs at the slower of the two
+    switches = leaves * planes
+    failed = np.asarray(topo.failed_uplinks, dtype=np.float64)
+    alive = np.clip(1.0 - failed / (switches * paths), 0.0, 1.0)
+    keep = np.maximum(paths * alive**2, 1.0)
+    lost = np.minimum(_worst_leaf_losses(failed, switches), paths - 1.0)
+    worst_keep = np.maximum((paths - np.maximum(lost, 0.0)) * alive, 1.0)
+    keep, lost, worst_keep = np.broadcast_arrays(keep, lost, worst_keep)
     crosses = balls > q  # a NIC's own flows sharing a path cost nothing
     pace, worst_pace = np.array(q, copy=True), np.array(q, copy=True)
     if bool(np.any(crosses)):
-        pace[crosses], worst_pace[crosses] = max_load_stats(
-            balls[crosses], paths[crosses], groups[crosses], q[crosses], speed[crosses]
-        )
+        c = crosses
+        pace[c], worst_pace[c] = max_load_stats(balls[c], keep[c], groups[c], q[c], speed[c])
+        hurt = c & (lost > 0)
+        if bool(np.any(hurt)):
+            # max of the two expectations: a lower bound on the expected max of both
+            h = hurt
+            one, one_worst = max_load_stats(balls[h], worst_keep[h], 1.0, q[h], speed[h])
+            pace[h] = np.maximum(pace[h], one)
+            worst_pace[h] = np.maximum(worst_pace[h], one_worst)
     mean = balls / paths
     ideal = np.maximum(q, mean / speed)
     nan = np.full(q.shape, np.nan)
@@ -440,6 +461,21 @@ def collisions(
         worst_factor=np.where(crosses, ideal / worst_pace, 1.0),
         carried=carried,
     )
+
+
+def _worst_leaf_losses(failed: Any, leaves: Any) -> FloatArray:
+    """Uplinks lost by the leaf hit hardest when `failed` links fail at random over the
+    job's `leaves` (leaf switches, every rail plane's counted): the median fullest-bin
+    load of balls into bins (faults.max_bin_load), 1 for a single failure."""
+    k = np.rint(np.asarray(failed, dtype=np.float64))
+    n = np.maximum(np.asarray(leaves, dtype=np.float64), 1.0)
+    k, n = np.broadcast_arrays(k, n)
+    out = np.zeros(k.shape)
+    if not bool(np.any(k > 0)):
+        return out
+    pairs, back = np.unique(np.stack([k.ravel(), n.ravel()], axis=1), axis=0, return_inverse=True)
+    vals = np.array([max_bin_load(int(a), int(b)) for a, b in pairs], dtype=np.float64)
+    return vals[back.reshape(-1)].reshape(k.shape)
 
 
 def hosts_per_leaf(topo: Topology, host_ports: Any) -> FloatArray:
@@ -476,7 +512,11 @@ def applies(topo: Topology) -> bool:
     have their own model; a fabric without a switch spec (a `bandwall calibrate` profile,
     whose fitted efficiency already holds what its hashing cost, or a generic link) is
     priced as given."""
-    link = topo.scale_out
+    return applies_to(topo.scale_out)
+
+
+def applies_to(link: Link | None) -> bool:
+    """:func:`applies`, for a scale-out link before its topology is built."""
     return (
         link is not None
         and not link.tcp

@@ -101,7 +101,9 @@ def degraded_bandwidth_factor(
     Adaptive routing spreads packets over the survivors: (L − K)/L. Static ECMP hashing moves
     each failed link's flows to survivors at random; a synchronous collective runs at the pace
     of the most loaded link, which carries q + (its share of rehashed flows): q/(q + m), m the
-    fullest-bin count of K·q flows over L − K links (Balls into bins).
+    fullest-bin count of K·q flows over L − K links (Balls into bins). On a fabric whose
+    collisions are modelled (congestion.applies) hashed failures are priced there instead,
+    as spine paths lost, not as this factor on top of the collisions.
     """
     if not 0 <= failed < links:
         raise ConfigError(

@@ -175,6 +175,9 @@ class Link:
     """Leaf switch capacity, bytes/s (None: a 64-port leaf at the link's rate)."""
     switch_port_Bps: float | None = None
     """Rate of one switch port (uplinks run at it; hosts may use breakouts)."""
+    layout_Bps: Numeric | None = None
+    """The NIC rate the leaf was laid out for: the catalog's, kept when a what-if replaces
+    `bandwidth_Bps` (a faster NIC does not re-cable the switch; None: `bandwidth_Bps`)."""
     congestion_control: str = FabricCC.NONE.value
     """Flow and congestion control as incast sees it (model/congestion.py FabricCC)."""
 
@@ -225,9 +228,11 @@ class Link:
         loss_rate: Numeric | None = None,
     ) -> Link:
         """A copy with measured or what-if values replacing the catalog's."""
+        layout = self.bandwidth_Bps if self.layout_Bps is None else self.layout_Bps
         return replace(
             self,
             bandwidth_Bps=self.bandwidth_Bps if bandwidth_Bps is None else bandwidth_Bps,
+            layout_Bps=self.layout_Bps if bandwidth_Bps is None else layout,
             latency_s=self.latency_s if latency_s is None else latency_s,
             jitter_mean_s=self.jitter_mean_s if jitter_mean_s is None else jitter_mean_s,
             jitter_std_s=self.jitter_std_s if jitter_std_s is None else jitter_std_s,
@@ -362,6 +367,9 @@ class Topology:
     fabric_tiers: int | None = None
     leaf_ports: Numeric | None = None
     ecmp_paths: Numeric | None = None
+    failed_uplinks: Numeric = 0.0
+    """Scale-out links down under hashed routing: the collision model takes them as spine
+    paths lost on the worst leaf (congestion.collisions); elsewhere faults prices them."""
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gpus_per_node)

@@ -13,6 +13,7 @@ from bandwall.catalog import Precision, Tier, load_catalog
 from bandwall.errors import ConfigError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
+from bandwall.model.congestion import applies_to
 from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
 from bandwall.model.topology import Link
 from bandwall.planning.presets import get_preset
@@ -108,7 +109,10 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
     routing = Routing(req.routing)
     if routing is Routing.AUTO:
         routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
-    health, failed = _fabric_health(req, n_gpus, gpn, nics, routing)
+    # hashed routing on a fabric with the collision model: failed links are spine paths
+    # lost there (congestion.collisions), not a fabric-wide health factor on top of it
+    by_collisions = routing is not Routing.ADAPTIVE and applies_to(out)
+    health, failed = _fabric_health(req, n_gpus, gpn, nics, routing, by_collisions)
     oversub = _vec(vec, "oversubscription", req.oversubscription)
     cluster = Cluster(
         preset=preset.key,
@@ -160,12 +164,18 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
 
 
 def _fabric_health(
-    req: PlanRequest, gpus: Any, gpn: int, nics: float, routing: Routing
+    req: PlanRequest,
+    gpus: Any,
+    gpn: int,
+    nics: float,
+    routing: Routing,
+    by_collisions: bool = False,
 ) -> tuple[Any, Any]:
     """Scale-out bandwidth share left by failed links (rerouted or rehashed) and slow links.
 
     The scale-out tier is taken as a non-blocking fat tree or rail-optimized tree with one
-    uplink per NIC: L = nodes × NICs links.
+    uplink per NIC: L = nodes × NICs links. With `by_collisions` the failed links are left
+    to the collision model (the health keeps only the slow links).
     """
     if req.failed_links is not None and req.failed_link_fraction is not None:
         raise ConfigError(
@@ -186,7 +196,9 @@ def _fabric_health(
                 f"{k} must be in [0, {int(n_links)}) for {int(n_links)} scale-out links",
                 field="failed_links",
             )
-        factors.append(degraded_bandwidth_factor(int(n_links), int(k), routing))
+        factors.append(
+            1.0 if by_collisions else degraded_bandwidth_factor(int(n_links), int(k), routing)
+        )
         fails.append(float(k))
     factor = np.asarray(factors)[inverse].reshape(np.shape(links))
     failed = np.asarray(fails)[inverse].reshape(np.shape(links))
