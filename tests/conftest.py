@@ -70,3 +70,16 @@ def lab_name(stem: str) -> str:
     """A lab name unique to this test run, e.g. `tup` -> `tup3k9a0`."""
     assert 1 <= len(stem) <= 3 and stem.isalpha(), stem
     return stem + RUN_TAG
+
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture(scope="session")
+def docs_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where tests write the images docs/ shows: a temporary folder, so a test run leaves the
+    checkout as it found it; docs/ itself with BANDWALL_WRITE_DOCS=1 (how the committed
+    images are made, then looked at)."""
+    if os.environ.get("BANDWALL_WRITE_DOCS") == "1":
+        return DOCS
+    return tmp_path_factory.mktemp("docs")

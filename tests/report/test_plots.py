@@ -27,7 +27,6 @@ from bandwall.planning.presets import presets  # noqa: E402
 from bandwall.planning.request import PlanRequest  # noqa: E402
 from bandwall.report import figures, plots  # noqa: E402
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 SIZE_LABEL = re.compile(r"^\d[\d,.]* (B|KiB|MiB|GiB|TiB)$")
 
 
@@ -89,12 +88,19 @@ def overlapping_labels(fig: Any) -> list[tuple[str, str]]:
     ]
 
 
+_OUT: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _images_to(docs_out: Path) -> None:
+    _OUT[:] = [docs_out]
+
+
 def _png(fig: Any, name: str, most_ink: float = 0.6) -> np.ndarray:
-    """Save the figure to docs/NAME.png and decode it back."""
+    """Save the figure as NAME.png (docs/ with BANDWALL_WRITE_DOCS=1) and decode it back."""
     expected = (fig.get_size_inches() * 110).round().astype(int)
     data = plots.png_bytes(fig)
-    DOCS.mkdir(exist_ok=True)
-    (DOCS / f"{name}.png").write_bytes(data)
+    (_OUT[0] / f"{name}.png").write_bytes(data)
     img = matplotlib.image.imread(io.BytesIO(data), format="png")
     assert abs(img.shape[1] - expected[0]) <= 1 and abs(img.shape[0] - expected[1]) <= 1
     rgb = img[..., :3]

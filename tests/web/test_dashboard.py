@@ -22,7 +22,6 @@ sync_api = pytest.importorskip("playwright.sync_api")
 from bandwall.planning.request import PlanRequest, field_meta  # noqa: E402
 from tests.web.seed import CHROMIUM, CHROMIUM_ARGS, running_server, seed_db  # noqa: E402
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
 WAIT_MS = 30_000
 
 
@@ -66,7 +65,7 @@ def _step(page: Any) -> str:
     return str(page.locator('td[data-key="step time"]').inner_text())
 
 
-def test_form_has_every_request_field(page: Any, base: str) -> None:
+def test_form_has_every_request_field(page: Any, base: str, docs_out: Path) -> None:
     page.goto(base + "/")
     page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
     fields = page.locator("[data-field]").evaluate_all("els => els.map(e => e.dataset.field)")
@@ -88,7 +87,9 @@ def test_form_has_every_request_field(page: Any, base: str) -> None:
     assert set(enum) == {"none", "selective", "full", "auto"}
 
 
-def test_plan_error_next_to_field_and_shareable_address(page: Any, base: str) -> None:
+def test_plan_error_next_to_field_and_shareable_address(
+    page: Any, base: str, docs_out: Path
+) -> None:
     page.goto(base + "/")
     page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
     page.select_option("#model", "llama3-70b")
@@ -106,8 +107,7 @@ def test_plan_error_next_to_field_and_shareable_address(page: Any, base: str) ->
     assert re.fullmatch(r"\$[\d,]+", cost)  # dollars with thousands separators
     address = page.url
     assert "model=llama3-70b" in address and "gpus=512" in address and "tp=8" in address
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "dashboard.png"), full_page=True)
+    page.screenshot(path=str(docs_out / "dashboard.png"), full_page=True)
 
     # an error: the message sits next to the field it names, and the old result is gone
     page.fill("#tp", "3")
@@ -124,7 +124,7 @@ def test_plan_error_next_to_field_and_shareable_address(page: Any, base: str) ->
     assert page.locator('td[data-key="step time"]').count() == 0
     assert page.locator("#chart rect").count() == 0
     assert page.locator("#compare tbody tr").count() == 0
-    page.screenshot(path=str(DOCS / "dashboard-error.png"), full_page=True)
+    page.screenshot(path=str(docs_out / "dashboard-error.png"), full_page=True)
 
     # the address of the good plan restores the form and the same result
     fresh = page.context.new_page()
@@ -139,7 +139,7 @@ def test_plan_error_next_to_field_and_shareable_address(page: Any, base: str) ->
     assert _step(fresh) == step
 
 
-def test_preset_compare_and_stored_runs(page: Any, base: str) -> None:
+def test_preset_compare_and_stored_runs(page: Any, base: str, docs_out: Path) -> None:
     """The first dashboard test's checks, kept: preset change, compare table, error status,
     and a stored run's chart."""
     page.goto(base + "/")
@@ -172,7 +172,7 @@ def test_preset_compare_and_stored_runs(page: Any, base: str) -> None:
     _planned(page, "on 64 ×")
     page.locator("button[data-run]").first.click()
     page.wait_for_function("document.querySelector('#run-chart').naturalWidth > 0", timeout=WAIT_MS)
-    page.screenshot(path=str(DOCS / "dashboard-runs.png"), full_page=True)
+    page.screenshot(path=str(docs_out / "dashboard-runs.png"), full_page=True)
 
 
 def test_unreadable_database_and_token(page: Any, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ communication left exposed, on small models that fit a CPU (gloo) or a GPU (nccl
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 from typing import Any
@@ -98,7 +99,7 @@ def train_worker(cfg: BenchConfig, model_name: str) -> dict[str, Any] | None:
     params = sum(p.numel() for p in model.parameters())
     delay = straggler_delay_s()
 
-    def step(sync: bool) -> float:
+    def step(sync: bool, ddp: Any, opt: Any) -> float:
         x, y = (t.to(device) for t in batch())
         dist.barrier()
         t0 = time.perf_counter()
@@ -116,14 +117,19 @@ def train_worker(cfg: BenchConfig, model_name: str) -> dict[str, Any] | None:
         return time.perf_counter() - t0
 
     for _ in range(cfg.warmup):
-        step(True)
-        step(False)
+        step(True, ddp, opt)
+        step(False, ddp, opt)
     steps, compute = [], []
     for _ in range(cfg.iters):  # interleaved, so drift hits both
-        steps.append(step(True))
-        compute.append(step(False))
+        steps.append(step(True, ddp, opt))
+        compute.append(step(False, ddp, opt))
     t = torch.tensor(steps + compute, dtype=torch.float64, device=device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    # DDP's reducer keeps the process group and its gloo work alive past destroy; torn down
+    # at interpreter exit instead, a gloo thread can abort the rank ("terminate called
+    # without an active exception", seen once in CI; pytorch/pytorch#190489): drop it first
+    del ddp, opt
+    gc.collect()
     dist.destroy_process_group()
     if rank != 0:
         return None
