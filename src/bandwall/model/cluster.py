@@ -12,6 +12,7 @@ import numpy as np
 
 from bandwall.catalog import FailureSpec, GpuSpec, Precision
 from bandwall.catalog.perf import GpuPerf
+from bandwall.model.congestion import prices_failures
 from bandwall.model.energy import EnergyProfile
 from bandwall.model.topology import Link, Numeric, Topology
 
@@ -129,5 +130,7 @@ class Cluster:
             node_nics=self.nics_per_node,
             ecmp_paths=self.ecmp_paths,
             rdma_cc=self.rdma_cc,
-            failed_uplinks=self.failed_links if self.routing != "adaptive" else 0.0,
+            failed_uplinks=(
+                self.failed_links if prices_failures(self.scale_out, self.routing) else 0.0
+            ),
         )

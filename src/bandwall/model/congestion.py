@@ -515,6 +515,12 @@ def applies(topo: Topology) -> bool:
     return applies_to(topo.scale_out)
 
 
+def prices_failures(link: Link | None, routing: str) -> bool:
+    """Whether failed scale-out links are this model's to price (as spine paths lost under
+    hashing) rather than faults' (a fabric-wide health factor): one rule for both sides."""
+    return routing != "adaptive" and applies_to(link)
+
+
 def applies_to(link: Link | None) -> bool:
     """:func:`applies`, for a scale-out link before its topology is built."""
     return (

@@ -368,8 +368,8 @@ class Topology:
     leaf_ports: Numeric | None = None
     ecmp_paths: Numeric | None = None
     failed_uplinks: Numeric = 0.0
-    """Scale-out links down under hashed routing: the collision model takes them as spine
-    paths lost on the worst leaf (congestion.collisions); elsewhere faults prices them."""
+    """Scale-out links down where the collision model prices them (congestion
+    .prices_failures): spine paths lost, on every leaf and most on the worst one."""
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gpus_per_node)

@@ -13,7 +13,7 @@ from bandwall.catalog import Precision, Tier, load_catalog
 from bandwall.errors import ConfigError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
-from bandwall.model.congestion import applies_to
+from bandwall.model.congestion import prices_failures
 from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
 from bandwall.model.topology import Link
 from bandwall.planning.presets import get_preset
@@ -111,7 +111,7 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
     # hashed routing on a fabric with the collision model: failed links are spine paths
     # lost there (congestion.collisions), not a fabric-wide health factor on top of it
-    by_collisions = routing is not Routing.ADAPTIVE and applies_to(out)
+    by_collisions = prices_failures(out, routing.value)
     health, failed = _fabric_health(req, n_gpus, gpn, nics, routing, by_collisions)
     oversub = _vec(vec, "oversubscription", req.oversubscription)
     cluster = Cluster(
