@@ -460,9 +460,10 @@ def test_failed_links_under_hashing_match_the_oracle(paths: int, flows: int, fai
 
 def test_failed_links_are_priced_once_under_static_routing() -> None:
     """Llama 3 405B on 16,384 GPUs of Spectrum-X hashed statically: one failed link of
-    16,384 once halved the whole fabric (fabric health 0.5 on top of the collision model:
-    10.75 s, exactly a 2:1 fabric). Now the collision model alone prices it, and an eighth of
-    the links down costs less than halving the spine does, but more than nothing."""
+    16,384 once halved the whole fabric (fabric health 0.5 on top of the collision model;
+    docs/scenarios.md's tp 8 pp 16 row read 10.75 s, the same as a 2:1 fabric). Now the
+    collision model alone prices it, and an eighth of the links down costs less than halving
+    the spine does, but more than nothing."""
     common = dict(
         model="llama3-405b",
         gpus=16384,
