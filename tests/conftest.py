@@ -5,6 +5,9 @@ from __future__ import annotations
 import csv
 import os
 import secrets
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +73,36 @@ def lab_name(stem: str) -> str:
     """A lab name unique to this test run, e.g. `tup` -> `tup3k9a0`."""
     assert 1 <= len(stem) <= 3 and stem.isalpha(), stem
     return stem + RUN_TAG
+
+
+#: The lab needs root, iproute2 and tc; tests that build one skip without them.
+NEEDS_ROOT = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+    reason="lab tests need root, iproute2 and tc",
+)
+
+
+def bw(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`bandwall ARGS` in a fresh interpreter, as a user (or root) types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "bandwall", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def netns_names() -> set[str]:
+    """Every network namespace on the machine (`ip netns list`)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def root_links() -> str:
+    """The root namespace's links, to check a lab leaves none behind."""
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
 
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

@@ -6,7 +6,6 @@ within 10% of what the trace itself shows."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from bandwall.measure.doctor import analyze_job, diagnose
-from tests.conftest import lab_name
+from tests import conftest
+from tests.conftest import NEEDS_ROOT, lab_name
 
 from .test_trace import reference_exposed_share
 
@@ -63,26 +63,13 @@ def test_loopback_run_with_a_slowed_rank(tmp_path: Path) -> None:
     assert top.code == "straggler" and "rank 1" in top.title
 
 
-NEEDS_ROOT = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="lab runs need root, iproute2 and tc",
-)
-
-
 @pytest.mark.lab
 @NEEDS_ROOT
 def test_lab_run_names_the_slow_host(tmp_path: Path) -> None:
     env = {**ENV, "BANDWALL_LAB_DIR": str(tmp_path / "labs"), "BANDWALL_DB": str(tmp_path / "db")}
 
     def bw(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bandwall", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            check=False,
-        )
+        return conftest.bw(*args, env=env)
 
     up = bw("lab", "up", "--hosts", "3", "--rate", "1gbit", "--name", DTR)
     assert up.returncode == 0, up.stderr

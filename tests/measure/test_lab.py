@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,26 +12,11 @@ from pathlib import Path
 import pytest
 
 from bandwall.errors import LabError
-from tests.conftest import lab_name
+from tests.conftest import NEEDS_ROOT, bw, lab_name, netns_names, root_links
 
-NEEDS_ROOT = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="lab tests need root, iproute2 and tc",
-)
 pytest.importorskip("torch", reason="lab runs need torch")
 
 TUP, TSL = lab_name("tup"), lab_name("tsl")
-
-
-def bw(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bandwall", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
 
 
 @pytest.fixture
@@ -46,15 +30,6 @@ def lab_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def _netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def _root_links() -> str:
-    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-
-
 def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from bandwall.measure.lab import netns
 
@@ -66,14 +41,14 @@ def test_not_root_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.lab
 @NEEDS_ROOT
 def test_up_status_down_touch_only_their_own(lab_env: dict[str, str]) -> None:
-    before_links, before_ns = _root_links(), _netns()
+    before_links, before_ns = root_links(), netns_names()
     r = bw(
         "lab", "up", "--hosts", "3", "--rates", "1gbit,1gbit,250mbit", "--name", TUP, env=lab_env
     )
     assert r.returncode == 0, r.stderr
     assert "link latency is not emulated" in r.stdout
     mine = {f"bw-{TUP}-sw", f"bw-{TUP}-h0", f"bw-{TUP}-h1", f"bw-{TUP}-h2"}
-    assert mine <= _netns()
+    assert mine <= netns_names()
     qd = subprocess.run(
         ["tc", "-n", f"bw-{TUP}-h2", "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
     ).stdout
@@ -84,8 +59,8 @@ def test_up_status_down_touch_only_their_own(lab_env: dict[str, str]) -> None:
     assert again.returncode == 2 and "already exists" in again.stderr
     down = bw("lab", "down", TUP, env=lab_env)
     assert down.returncode == 0 and "removed 4 namespaces" in down.stdout
-    assert _netns() == before_ns
-    assert _root_links() == before_links
+    assert netns_names() == before_ns
+    assert root_links() == before_links
 
 
 @pytest.mark.lab
@@ -104,10 +79,10 @@ def test_failed_up_cleans_up(lab_env: dict[str, str], monkeypatch: pytest.Monkey
         real_tc(ns, dev, rate)
 
     monkeypatch.setattr(netns, "_tc", flaky_tc)
-    before = _netns()
+    before = netns_names()
     with pytest.raises(LabError, match="injected"):
         netns.lab_up(lab_name("tf"), 3)
-    assert _netns() == before
+    assert netns_names() == before
     assert not (Path(lab_env["BANDWALL_LAB_DIR"]) / f"{lab_name('tf')}.json").exists()
 
 

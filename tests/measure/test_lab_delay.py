@@ -8,8 +8,6 @@ asserted on at 50 ms RTT, where the wire takes 300 ms.
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,12 +15,8 @@ import numpy as np
 import pytest
 
 from bandwall.measure.lab import validate
-from tests.conftest import lab_name
+from tests.conftest import NEEDS_ROOT, lab_name
 
-NEEDS_ROOT = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="lab tests need root, iproute2 and tc",
-)
 TV = lab_name("tv")
 pytestmark = [pytest.mark.lab, NEEDS_ROOT]
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,12 +15,8 @@ import pytest
 
 from bandwall.errors import LabError
 from bandwall.measure.lab import ecmp, netns
-from tests.conftest import lab_name
+from tests.conftest import NEEDS_ROOT, lab_name, netns_names
 
-NEEDS_ROOT = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="lab tests need root, iproute2 and tc",
-)
 ECU = lab_name("ecu")
 
 
@@ -108,11 +103,6 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str, run_cli) 
 # --- the lab (root) ---------------------------------------------------------------------------
 
 
-def _netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
 @pytest.fixture
 def lab_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     d = tmp_path / "labs"
@@ -139,7 +129,7 @@ def build(lab_dir: Path) -> Iterator[object]:
 @NEEDS_ROOT
 def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None:
     env = {**os.environ, "BANDWALL_LAB_DIR": str(tmp_path / "labs")}
-    before = _netns()
+    before = netns_names()
 
     def bw(*args: str) -> subprocess.CompletedProcess[str]:
         cmd = [sys.executable, "-m", "bandwall", "lab", *args]
@@ -151,7 +141,7 @@ def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None
         assert "3 spine paths" in r.stdout
         state = json.loads((tmp_path / "labs" / f"{ECU}.json").read_text())
         made = {f"bw-{ECU}-{n}" for n in ("l0", "l1", "h0", "h1", "h2", "h3")}
-        assert set(state["namespaces"]) == made and made <= _netns()
+        assert set(state["namespaces"]) == made and made <= netns_names()
         assert state["spines"] == 3 and state["complete"]
         routes = subprocess.run(
             ["ip", "-n", f"bw-{ECU}-l0", "route", "show", f"{state['subnet']}.2"],
@@ -178,7 +168,7 @@ def test_cli_up_status_down_removes_exactly_what_it_made(tmp_path: Path) -> None
     finally:
         r = bw("down", ECU)
     assert r.returncode == 0, r.stderr
-    assert _netns() == before
+    assert netns_names() == before
     assert not (tmp_path / "labs" / f"{ECU}.json").exists()
 
 

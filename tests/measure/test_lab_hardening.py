@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,38 +15,19 @@ from pathlib import Path
 import pytest
 
 from bandwall.errors import LabError
-from tests.conftest import lab_name
+from tests import conftest
+from tests.conftest import NEEDS_ROOT, lab_name, netns_names, root_links
 
-NEEDS_ROOT = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-    reason="lab tests need root, iproute2 and tc",
-)
 TK, TR, TT = lab_name("tk"), lab_name("tr"), lab_name("tt")
 
 
 def bw(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bandwall", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
+    return conftest.bw(*args, env=env, timeout=timeout)
 
 
 @pytest.fixture
 def lab_env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "BANDWALL_LAB_DIR": str(tmp_path / "labs")}
-
-
-def _netns() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
-
-
-def _root_links() -> str:
-    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
 
 
 def _alive(pid: int) -> bool:
@@ -133,7 +113,7 @@ def test_a_state_file_cannot_point_elsewhere(lab_env: dict[str, str]) -> None:
         assert r.returncode == 2 and f"not a bw-{TT}-* namespace" in r.stderr, r.stderr
         r = bw("lab", "down", "--all", env=lab_env)
         assert r.returncode == 2
-        assert foreign in _netns()
+        assert foreign in netns_names()
     finally:
         subprocess.run(["ip", "netns", "del", foreign], check=False)
 
@@ -174,19 +154,19 @@ def _up_until(
 def test_kill9_midway_then_down_all_restores_everything(
     lab_env: dict[str, str], extra: list[str], ready: str
 ) -> None:
-    before_ns, before_links = _netns(), _root_links()
+    before_ns, before_links = netns_names(), root_links()
     proc, state = _up_until(lab_env, extra, ready)
     proc.kill()
     proc.wait()
     d = json.loads(state.read_text())
     assert not d["complete"], "lab up finished before it was killed; the test proves nothing"
-    assert _netns() != before_ns
+    assert netns_names() != before_ns
     r = bw("lab", "status", env=lab_env)
     assert "interrupted" in r.stdout
     r = bw("lab", "down", "--all", env=lab_env)
     assert r.returncode == 0, r.stderr
-    assert _netns() == before_ns
-    assert _root_links() == before_links
+    assert netns_names() == before_ns
+    assert root_links() == before_links
     assert not state.exists()
     assert not _wait_dead(_delaylines(TK))
 
@@ -194,11 +174,11 @@ def test_kill9_midway_then_down_all_restores_everything(
 @pytest.mark.lab
 @NEEDS_ROOT
 def test_sigterm_midway_cleans_up_by_itself(lab_env: dict[str, str]) -> None:
-    before = _netns()
+    before = netns_names()
     proc, state = _up_until(lab_env, ["--rate", "200mbit", "--delay", "1ms"], "delayline")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == -signal.SIGTERM
-    assert _netns() == before
+    assert netns_names() == before
     assert not state.exists()
     assert not _wait_dead(_delaylines(TK))
 
