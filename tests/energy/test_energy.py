@@ -100,3 +100,31 @@ def test_energy_validated_against_mlperf_power() -> None:
     summary = error_summary([r["error"] for r in rows])
     assert summary["median_abs_error"] <= 0.10, rows
     assert summary["max_abs_error"] <= 0.40, rows
+
+
+def test_a_bad_power_row_is_one_line_naming_file_table_entry_and_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """power.toml reads through the catalog's one row validator: a GPU row with a negative
+    idle draw stops the load with the file, the table, the entry and the field."""
+    from bandwall.catalog import power
+    from bandwall.errors import CatalogError
+
+    real = power.raw_rows
+
+    def rows(*where: str) -> list[dict[str, object]]:
+        out = list(real(*where))
+        if where[-1] == "gpu":
+            out[0] = {**out[0], "idle_W": -5}
+        return out
+
+    monkeypatch.setattr(power, "raw_rows", rows)
+    power.load_power.cache_clear()
+    try:
+        with pytest.raises(CatalogError) as err:
+            power.load_power()
+    finally:
+        power.load_power.cache_clear()
+    msg = str(err.value)
+    assert msg.startswith("power.toml [[gpu]]: entry ") and ": idle_W: " in msg, msg
+    assert "\n" not in msg

@@ -27,9 +27,11 @@ from bandwall.rawdata import read_tables as _read_tables
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def _validate(
+def validate_rows(
     model: type[_M], rows: Iterable[tuple[str, dict[str, Any]]], key: str
 ) -> dict[str, _M]:
+    """Rows (origin, table row) as `model`s by `key`; the first bad row is one CatalogError
+    naming its file, entry, field and why (every catalog file reads through here)."""
     out: dict[str, _M] = {}
     for origin, row in rows:
         try:
@@ -156,7 +158,7 @@ def measured_fabric(key: str) -> FabricSpec:
         rows = tomllib.loads(path.read_text(encoding="utf-8")).get("fabric", [])
     except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
         raise CatalogError(f"{path}: not a readable TOML profile: {exc}") from None
-    found = _validate(FabricSpec, [(str(path), r) for r in rows], "key")
+    found = validate_rows(FabricSpec, [(str(path), r) for r in rows], "key")
     if key not in found:
         raise CatalogError(f"{path}: holds no fabric with key {key!r}")
     return found[key]
@@ -166,11 +168,11 @@ def measured_fabric(key: str) -> FabricSpec:
 def load_catalog() -> Catalog:
     """Read, validate and cross-check the catalog once per process."""
     cat = Catalog(
-        gpus=_validate(GpuSpec, _read_tables("gpus.toml", "gpu"), "name"),
-        fabrics=_validate(FabricSpec, _read_tables("fabrics.toml", "fabric"), "key"),
-        providers=_validate(ProviderSpec, _read_tables("providers.toml", "provider"), "key"),
-        failures=_validate(FailureSpec, _read_tables("failures.toml", "failures"), "key"),
-        perf=_validate(GpuPerf, _read_tables("gpu_perf.toml", "perf"), "gpu"),
+        gpus=validate_rows(GpuSpec, _read_tables("gpus.toml", "gpu"), "name"),
+        fabrics=validate_rows(FabricSpec, _read_tables("fabrics.toml", "fabric"), "key"),
+        providers=validate_rows(ProviderSpec, _read_tables("providers.toml", "provider"), "key"),
+        failures=validate_rows(FailureSpec, _read_tables("failures.toml", "failures"), "key"),
+        perf=validate_rows(GpuPerf, _read_tables("gpu_perf.toml", "perf"), "gpu"),
     )
     _check_references(cat)
     return cat

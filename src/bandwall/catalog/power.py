@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from bandwall.catalog.loader import load_catalog
+from bandwall.catalog.loader import load_catalog, validate_rows
 from bandwall.errors import CatalogError, unknown_choice
 from bandwall.rawdata import raw_rows
 
@@ -97,18 +97,8 @@ class PowerCatalog:
 
 
 def _validate(model: type[Any], table: str, key: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for row in raw_rows("catalog", "power.toml", table):
-        try:
-            entry = model.model_validate(row)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"])
-            raise CatalogError(
-                f"power.toml: [[{table}]] {row.get(key, '?')!r}: {loc}: {err['msg']}"
-            ) from None
-        out[str(getattr(entry, key))] = entry
-    return out
+    rows = raw_rows("catalog", "power.toml", table)
+    return validate_rows(model, [(f"power.toml [[{table}]]", row) for row in rows], key)
 
 
 @cache
