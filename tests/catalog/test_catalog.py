@@ -1,10 +1,30 @@
 import datetime as dt
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from bandwall.catalog import Precision, Tier, Transport, load_catalog
+from bandwall.catalog import Catalog, Precision, Tier, Transport, load_catalog
 from bandwall.errors import CatalogError, ConfigError
+
+
+@pytest.fixture
+def catalog_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, str], Catalog]]:
+    """load_catalog() with FILE (TOML entries) in BANDWALL_CATALOG_DIR beside the built-in
+    catalog; the cache is cleared before the load and after the test."""
+
+    def load(file: str, toml: str) -> Catalog:
+        (tmp_path / file).write_text(toml)
+        monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
+        load_catalog.cache_clear()
+        return load_catalog()
+
+    yield load
+    monkeypatch.delenv("BANDWALL_CATALOG_DIR", raising=False)
+    load_catalog.cache_clear()
+
 
 REQUIRED_GPUS = ["A100-SXM-80GB", "H100-SXM", "H200", "B200", "GB200", "L40S", "RTX-4090", "MI300X"]
 REQUIRED_FABRICS = [
@@ -76,9 +96,8 @@ def test_unknown_names_list_the_choices() -> None:
     assert cat.gpu("h100-sxm").name == "H100-SXM"
 
 
-def test_new_fabric_is_a_data_change_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "fabrics.toml").write_text(
-        """
+def test_new_fabric_is_a_data_change_only(catalog_with: Callable[[str, str], Catalog]) -> None:
+    extra = """
 [[fabric]]
 key = "ib-test-1600"
 name = "Hypothetical 1.6T InfiniBand"
@@ -94,20 +113,13 @@ in_network_reduction = false
 source = "unit test"
 as_of = 2026-12-01
 """
-    )
-    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
-    load_catalog.cache_clear()
-    try:
-        assert load_catalog().fabric("ib-test-1600").bandwidth_GBps == pytest.approx(200)
-        assert "ib-ndr" in load_catalog().fabrics
-    finally:
-        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
-        load_catalog.cache_clear()
+    cat = catalog_with("fabrics.toml", extra)
+    assert cat.fabric("ib-test-1600").bandwidth_GBps == pytest.approx(200)
+    assert "ib-ndr" in load_catalog().fabrics
 
 
-def test_invalid_entry_names_the_field(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "gpus.toml").write_text(
-        """
+def test_invalid_entry_names_the_field(catalog_with: Callable[[str, str], Catalog]) -> None:
+    extra = """
 [[gpu]]
 name = "Broken"
 vendor = "X"
@@ -120,15 +132,8 @@ tdp_W = 100
 source = "unit test"
 as_of = 2026-12-01
 """
-    )
-    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
-    load_catalog.cache_clear()
-    try:
-        with pytest.raises(CatalogError, match=r"'Broken': memory_GB"):
-            load_catalog()
-    finally:
-        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
-        load_catalog.cache_clear()
+    with pytest.raises(CatalogError, match=r"'Broken': memory_GB"):
+        catalog_with("gpus.toml", extra)
 
 
 def test_in_network_reduction_is_explicit_and_off_without_hardware() -> None:
@@ -174,11 +179,8 @@ def test_wan_matrix_is_valid_catalog_data() -> None:
         assert len(spec.source) > 20 and spec.as_of.year >= 2017
 
 
-def test_in_network_default_needs_the_hardware(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    (tmp_path / "fabrics.toml").write_text(
-        """
+def test_in_network_default_needs_the_hardware(catalog_with: Callable[[str, str], Catalog]) -> None:
+    extra = """
 [[fabric]]
 key = "eth-sharp"
 name = "Ethernet claiming SHARP"
@@ -195,15 +197,8 @@ in_network_default = true
 source = "unit test"
 as_of = 2026-12-01
 """
-    )
-    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
-    load_catalog.cache_clear()
-    try:
-        with pytest.raises(CatalogError, match="in_network_default needs"):
-            load_catalog()
-    finally:
-        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
-        load_catalog.cache_clear()
+    with pytest.raises(CatalogError, match="in_network_default needs"):
+        catalog_with("fabrics.toml", extra)
 
 
 def test_load_balancing_and_congestion_control_are_catalog_data() -> None:
@@ -228,10 +223,9 @@ def test_load_balancing_and_congestion_control_are_catalog_data() -> None:
 
 
 def test_unknown_congestion_control_is_a_catalog_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    catalog_with: Callable[[str, str], Catalog],
 ) -> None:
-    (tmp_path / "fabrics.toml").write_text(
-        """
+    extra = """
 [[fabric]]
 key = "eth-odd"
 name = "Ethernet with an unknown congestion control"
@@ -248,12 +242,5 @@ congestion_control = "swift"
 source = "unit test"
 as_of = 2026-12-01
 """
-    )
-    monkeypatch.setenv("BANDWALL_CATALOG_DIR", str(tmp_path))
-    load_catalog.cache_clear()
-    try:
-        with pytest.raises(CatalogError, match=r"congestion_control 'swift'.*dcqcn"):
-            load_catalog()
-    finally:
-        monkeypatch.delenv("BANDWALL_CATALOG_DIR")
-        load_catalog.cache_clear()
+    with pytest.raises(CatalogError, match=r"congestion_control 'swift'.*dcqcn"):
+        catalog_with("fabrics.toml", extra)
