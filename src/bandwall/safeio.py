@@ -1,0 +1,307 @@
+"""The one place bandwall reads user files and writes its outputs.
+
+Reads are bounded and streamed: a path must name a regular file (a FIFO would block forever,
+``/dev/zero`` never ends, ``/proc`` files lie about their size), at most ``max_bytes`` are read
+after decompression (a gzip bomb stops at the cap, not at the end of memory), lines are cut at
+``max_line_chars`` (a 60,000-character line must not feed a regex), and a NUL byte or invalid
+UTF-8 is replaced, not fatal. Writes check the target first (the folder exists, the target is
+not a folder or a device, the suffix is a known format) and are atomic: the data goes to a
+temporary file beside the target, renamed over it only once complete, so a full disk or a
+crash never leaves half a file, and nothing but the named output changes.
+
+Every error is a :class:`~bandwall.errors.ConfigError` naming the option the path came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import stat
+import sys
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from bandwall.errors import ConfigError
+
+MIB = 1 << 20
+#: Default cap on what one input may hold once decompressed (logs, traces, tables).
+MAX_INPUT_BYTES = 512 * MIB
+#: Longest line handed to a parser; the rest of the line is dropped.
+MAX_LINE_CHARS = 16_384
+#: Chunk size of streamed reads.
+_CHUNK = 1 << 16
+#: Places whose files are not data (kernel interfaces, devices).
+_SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
+_GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"
+
+
+def _flag(field: str) -> str:
+    return "--" + field.replace("_", "-")
+
+
+def check_input(path: str | os.PathLike[str], *, field: str) -> Path:
+    """`path` as a readable regular file, or a ConfigError naming `field` and what is wrong."""
+    p = Path(path)
+    resolved = p.resolve() if p.exists() else p
+    if any(str(resolved) == r or str(resolved).startswith(r + "/") for r in _SPECIAL_ROOTS):
+        raise ConfigError(f"{str(p)!r} is a system file, not a data file", field=field)
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise ConfigError(f"no such file: {str(p)!r}", field=field) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(p)!r}: {exc.strerror}", field=field) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"{str(p)!r} is a folder; give a file", field=field)
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(
+            f"{str(p)!r} is not a regular file (a pipe, socket or device)", field=field
+        )
+    if not os.access(p, os.R_OK):
+        raise ConfigError(f"cannot read {str(p)!r}: permission denied", field=field)
+    return p
+
+
+def _raw_chunks(path: str | os.PathLike[str], field: str) -> Iterator[bytes]:
+    """The file's bytes, as stored, in chunks (standard input for '-')."""
+    if str(path) == STDIN:
+        stream = sys.stdin.buffer
+        while chunk := stream.read(_CHUNK):
+            yield chunk
+        return
+    p = check_input(path, field=field)
+    try:
+        with p.open("rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                yield chunk
+    except OSError as exc:
+        raise ConfigError(f"cannot read {str(p)!r}: {exc.strerror}", field=field) from None
+
+
+def iter_chunks(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    max_bytes: int = MAX_INPUT_BYTES,
+    decompress: bool = True,
+) -> Iterator[bytes]:
+    """The file's content in chunks, gunzipped when it starts with the gzip magic, and never
+    more than `max_bytes` of it (a ConfigError says the file is too large)."""
+    raw = _raw_chunks(path, field)
+    first = next(raw, b"")
+    total = 0
+
+    def capped(chunk: bytes) -> bytes:
+        nonlocal total
+        total += len(chunk)
+        if total > max_bytes:
+            raise ConfigError(
+                f"{str(path)!r} holds more than {max_bytes / MIB:,.0f} MiB"
+                + (" once decompressed" if gz else ""),
+                field=field,
+            )
+        return chunk
+
+    gz = decompress and first.startswith(_GZIP_MAGIC)
+    if not gz:
+        if first:
+            yield capped(first)
+        for chunk in raw:
+            yield capped(chunk)
+        return
+    inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        for chunk in _chain(first, raw):
+            data = inflater.decompress(chunk, _CHUNK)
+            while True:
+                if data:
+                    yield capped(data)
+                if not inflater.unconsumed_tail:
+                    break
+                data = inflater.decompress(inflater.unconsumed_tail, _CHUNK)
+            if inflater.eof and inflater.unused_data.startswith(_GZIP_MAGIC):
+                rest = inflater.unused_data
+                inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                data = inflater.decompress(rest, _CHUNK)
+                if data:
+                    yield capped(data)
+        tail = inflater.flush()
+        if tail:
+            yield capped(tail)
+    except zlib.error:
+        raise ConfigError(f"{str(path)!r} is not a valid gzip file", field=field) from None
+
+
+def _chain(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield first
+    yield from rest
+
+
+def read_bytes(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    max_bytes: int = MAX_INPUT_BYTES,
+    decompress: bool = True,
+) -> bytes:
+    """The whole (decompressed) content, at most `max_bytes`."""
+    return b"".join(iter_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress))
+
+
+def iter_lines(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    max_bytes: int = MAX_INPUT_BYTES,
+    max_line_chars: int = MAX_LINE_CHARS,
+    decompress: bool = True,
+) -> Iterator[str]:
+    """Text lines without their newline, streamed: UTF-8 with bad bytes and NULs replaced, each
+    line cut at `max_line_chars`, memory bounded by one chunk plus one line."""
+    pending = b""
+    for chunk in iter_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield _decode(line, max_line_chars)
+        if len(pending) > 4 * max_line_chars:  # a very long line: keep only its head
+            pending = pending[: 4 * max_line_chars]
+    if pending:
+        yield _decode(pending, max_line_chars)
+
+
+def _decode(line: bytes, max_line_chars: int) -> str:
+    text = line[: 4 * max_line_chars].decode("utf-8", errors="replace")
+    return text.rstrip("\r").replace("\x00", "\ufffd")[:max_line_chars]
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    max_bytes: int = MAX_INPUT_BYTES,
+    max_line_chars: int = MAX_LINE_CHARS,
+    decompress: bool = True,
+) -> str:
+    """The whole text, line by line as `iter_lines` gives it, joined with newlines."""
+    return "\n".join(
+        iter_lines(
+            path,
+            field=field,
+            max_bytes=max_bytes,
+            max_line_chars=max_line_chars,
+            decompress=decompress,
+        )
+    )
+
+
+# --- outputs ------------------------------------------------------------------------------
+
+
+def check_output(
+    path: str | os.PathLike[str], *, field: str, formats: Sequence[str] | None = None
+) -> Path:
+    """`path` as a file bandwall may write: its folder exists and is writable, it is not a
+    folder or a special file, and its suffix is one of `formats` (e.g. ``(".csv", ".json")``)
+    when given. Nothing is created."""
+    p = Path(path)
+    if formats is not None and p.suffix.lower() not in formats:
+        known = ", ".join(formats)
+        raise ConfigError(
+            f"unknown format {p.suffix or '(no suffix)'!r} for {str(p)!r}; use one of: {known}",
+            field=field,
+        )
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise ConfigError(f"folder {str(parent)!r} does not exist", field=field)
+    if p.is_dir():
+        raise ConfigError(f"{str(p)!r} is a folder; give a file name", field=field)
+    if p.exists() and not p.is_file():
+        raise ConfigError(f"{str(p)!r} is not a regular file (a device or pipe)", field=field)
+    if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ConfigError(f"cannot write {str(p)!r}: permission denied", field=field)
+    return p
+
+
+@contextlib.contextmanager
+def atomic_output(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    formats: Sequence[str] | None = None,
+    binary: bool = False,
+) -> Iterator[IO[Any]]:
+    """A file handle whose content replaces `path` only when the block completes; on any error
+    the temporary file is removed and the target is left as it was."""
+    p = check_output(path, field=field, formats=formats)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent or ".")
+    try:
+        with os.fdopen(fd, "wb" if binary else "w", newline=None if binary else "") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        if p.exists():
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, stat.S_IMODE(p.stat().st_mode))
+        else:
+            os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise ConfigError(f"cannot write {str(p)!r}: {exc.strerror}", field=field) from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_output(
+    path: str | os.PathLike[str],
+    data: str | bytes,
+    *,
+    field: str,
+    formats: Sequence[str] | None = None,
+) -> Path:
+    """Write `data` to `path` atomically after checking the target (see `atomic_output`)."""
+    with atomic_output(path, field=field, formats=formats, binary=isinstance(data, bytes)) as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def open_text_stream(
+    path: str | os.PathLike[str], *, field: str, max_bytes: int = MAX_INPUT_BYTES
+) -> io.StringIO:
+    """A bounded in-memory text stream of the file, for parsers that want a file object (csv,
+    json). Bounded by `max_bytes`, so never larger than the caller allowed."""
+    return io.StringIO(read_text(path, field=field, max_bytes=max_bytes))
+
+
+def is_gzip(path: str | os.PathLike[str]) -> bool:
+    """Whether a regular file starts with the gzip magic (False for anything unreadable)."""
+    try:
+        with Path(path).open("rb") as fh:
+            return fh.read(2) == _GZIP_MAGIC
+    except OSError:
+        return False
+
+
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_LINE_CHARS",
+    "atomic_output",
+    "check_input",
+    "check_output",
+    "is_gzip",
+    "iter_chunks",
+    "iter_lines",
+    "open_text_stream",
+    "read_bytes",
+    "read_text",
+    "write_output",
+]
