@@ -160,6 +160,20 @@ class PlanRequest(BaseModel):
     """custom: experts per token."""
     gated_mlp: bool = Field(default=False, json_schema_extra=_meta("workload"))
     """custom: SwiGLU MLP (3 matrices) instead of the classic 2-matrix GELU MLP."""
+    head_dim: int | None = Field(
+        default=None, ge=1, le=1 << 14, json_schema_extra=_meta("workload")
+    )
+    """custom: attention head dimension (default hidden / heads; e.g. Gemma and Qwen3 differ)."""
+    moe_ffn: int | None = Field(default=None, ge=1, le=1 << 22, json_schema_extra=_meta("workload"))
+    """custom: MLP width of one routed expert (default: ffn)."""
+    shared_experts: int | None = Field(
+        default=None, ge=0, le=1 << 10, json_schema_extra=_meta("workload")
+    )
+    """custom: shared experts every token goes through (DeepSeek-style MoE)."""
+    dense_layers: int | None = Field(
+        default=None, ge=0, le=100_000, json_schema_extra=_meta("workload")
+    )
+    """custom: leading layers with a dense MLP in an MoE model."""
 
     # --- cluster -------------------------------------------------------------------------
     gpus: int = Field(default=8, ge=1, le=MAX_GPUS, json_schema_extra=_meta("cluster", vector=True))
@@ -190,7 +204,14 @@ class PlanRequest(BaseModel):
     )
     """Price in USD per GPU-hour (default: the provider's typical price)."""
     precision: Literal["bf16", "fp8"] = Field(default="bf16", json_schema_extra=_meta("cluster"))
-    """Number format of the matmuls: bf16 or fp8 (which dense peak applies)."""
+    """Number format of the matmuls: bf16 or fp8 (fp8: the GEMMs the recipe runs in fp8)."""
+    power_cap_W: float | None = Field(
+        default=None,
+        gt=0,
+        le=5000,
+        json_schema_extra=_meta("cluster", flag="power-cap-w", vector=True),
+    )
+    """Power limit per GPU in watts (nvidia-smi -pl; MLPerf MaxQ); default: the GPU's TDP."""
 
     # --- network -------------------------------------------------------------------------
     fabric: str | None = Field(default=None, json_schema_extra=_meta("network", choices="fabric"))
@@ -296,10 +317,53 @@ class PlanRequest(BaseModel):
         default=None, ge=1, le=1024, json_schema_extra=_meta("layout", vector=True)
     )
     """Model chunks per pipeline stage, interleaved schedule (unset: searched)."""
+    etp: int | None = Field(default=None, ge=1, le=MAX_DEGREE, json_schema_extra=_meta("layout"))
+    """Expert tensor-parallel degree (Megatron MoE parallel folding: the expert layers fold
+    ep x etp over the tp x cp x dp ranks of the dense layers; unset: 1)."""
+    pp_first_stage_layers: int | None = Field(
+        default=None, ge=0, le=100_000, json_schema_extra=_meta("layout")
+    )
+    """Layers on the first pipeline stage when stages are uneven (Megatron
+    --decoder-first-pipeline-num-layers); the rest split evenly."""
+    pp_last_stage_layers: int | None = Field(
+        default=None, ge=0, le=100_000, json_schema_extra=_meta("layout")
+    )
+    """Layers on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers)."""
     auto: bool = Field(default=False, json_schema_extra=_meta("layout"))
     """Search every layout axis, ignoring the ones given (unset axes are always searched)."""
 
     # --- strategy --------------------------------------------------------------------------
+    stack: Literal["megatron", "fsdp2", "deepspeed"] = Field(
+        default="megatron", json_schema_extra=_meta("strategy")
+    )
+    """Training framework whose overlap behaviour applies (docs/model.md lists each one's
+    defaults): megatron (Megatron-Core/NeMo), fsdp2 (torchtitan) or deepspeed (ZeRO)."""
+    overlap_grad_reduce: bool | None = Field(default=None, json_schema_extra=_meta("strategy"))
+    """Reduce gradients during backward (Megatron --overlap-grad-reduce; unset: the stack's
+    default)."""
+    overlap_param_gather: bool | None = Field(default=None, json_schema_extra=_meta("strategy"))
+    """Gather sharded parameters during the next forward (Megatron --overlap-param-gather,
+    FSDP prefetch; unset: the stack's default)."""
+    reshard_after_forward: bool | None = Field(default=None, json_schema_extra=_meta("strategy"))
+    """FSDP: free gathered weights after forward and gather them again for backward (unset:
+    the stack's default, on)."""
+    fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8"] | None = Field(
+        default=None, json_schema_extra=_meta("strategy")
+    )
+    """fp8 scaling recipe (TransformerEngine): delayed or current tensor scaling, blockwise
+    (DeepSeek-V3), mxfp8 (Blackwell); unset: delayed on Hopper, mxfp8 on Blackwell."""
+    fp8_weights: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Keep the (frozen or primary) weights in fp8 (1 B/param), e.g. LoRA on an fp8 base."""
+    recompute_layers: int | None = Field(
+        default=None, ge=0, le=100_000, json_schema_extra=_meta("strategy")
+    )
+    """With --recompute full: layers fully recomputed per model chunk (Megatron
+    --recompute-method block --recompute-num-layers); unset: all."""
+    cuda_graphs: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """Capture the step in CUDA graphs (or torch.compile with reduce-overhead): kernel launches
+    no longer wait on the CPU."""
+    compile: bool = Field(default=False, json_schema_extra=_meta("strategy"))
+    """torch.compile: element-wise kernels fused (fewer HBM passes and launches)."""
     schedule: Schedule = Field(default=Schedule.INTERLEAVED, json_schema_extra=_meta("strategy"))
     """Pipeline schedule: 1f1b, or interleaved (virtual stages searched or given)."""
     recompute: Recompute = Field(default=Recompute.AUTO, json_schema_extra=_meta("strategy"))
@@ -358,6 +422,10 @@ class PlanRequest(BaseModel):
         default=None, gt=0, le=1, json_schema_extra=_meta("strategy")
     )
     """Share of dense peak large GEMMs reach (default: the GPU's, `bandwall catalog perf`)."""
+
+    profile: str | None = Field(default=None, max_length=64, json_schema_extra=_meta("strategy"))
+    """Compute profile fitted from a run (`bandwall calibrate --from-log`): its compute
+    efficiency replaces the catalog's."""
 
     # --- budget ------------------------------------------------------------------------------
     global_batch: int | None = Field(
