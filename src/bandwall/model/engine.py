@@ -1,110 +1,47 @@
 """The one place the cost terms are composed: a batch of layouts on a cluster → `Metrics`.
 
-Every array in the result has one element per layout (layouts and cluster fields broadcast
-together). `plan`, `sweep`, `compare`, `scale`, the layout search, `calibrate` and `validate`
-all call `evaluate`; nothing else adds terms up.
+`evaluate` reads as its list of steps, each a term group returning a small dataclass with units
+in its fields (the way torchtitan's `parallelize` reads): the derived group sizes (`Dims`,
+computed once, like torchtitan's `ParallelDims`), then memory, one pipeline stage's
+micro-batch (the one Transformer/CNN dispatch, where the kernel model plugs in), the pipeline,
+data parallelism, the step, the run (failures, budget, cost) and its energy. Every array has
+one element per layout (layouts and cluster fields broadcast together). `plan`, `sweep`,
+`compare`, `scale`, the layout search, `calibrate` and `validate` all call `evaluate`; nothing
+else adds terms up.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from bandwall.model import compute, cost, data_parallel, faults, memory, parallel, pipeline
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
-from bandwall.model.layout import LayoutArrays, Mitigation, Recompute, Schedule, check_layouts
+from bandwall.model.layout import LayoutArrays, Recompute, check_layouts
+from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
 from bandwall.workloads import Transformer, Workload
 
-FloatArray = npt.NDArray[np.float64]
+__all__ = [
+    "ASSUMPTIONS",
+    "CHINCHILLA_TOKENS_PER_PARAM",
+    "COUNT_FIELDS",
+    "DEFAULT_CNN_EPOCHS",
+    "Metrics",
+    "StepOptions",
+    "evaluate",
+    "lora_trainable_fraction",
+    "topk_ratio",
+]
 
 #: Chinchilla-optimal budget when none is given (Hoffmann et al. 2022: ~20 tokens/param).
 CHINCHILLA_TOKENS_PER_PARAM = 20
 #: ImageNet epochs when none are given (Goyal et al. 2017 train ResNet-50 for 90).
 DEFAULT_CNN_EPOCHS = 90
-
-
-#: What a plan's assumptions section lists: the model's choices, one line per term.
-ASSUMPTIONS = [
-    "Fabric load balance: on static-ECMP fabrics each RDMA queue pair is hashed to one spine "
-    "path and a synchronous collective runs at the pace of the busiest of the job's hashed "
-    "links (balls into bins); adaptive routing (IB, Spectrum-X, EFA) balances; PFC-only fabrics "
-    "pay head-of-line blocking in all-to-all (docs/congestion.md).",
-    "Energy: GPU power linear from idle to TDP in the FLOP utilisation it achieves, waiting "
-    "(exposed communication, bubbles, stragglers) at 15%; host and fat-tree network share per "
-    "GPU; x PUE of the provider kind; location-based CO2 (bandwall catalog power).",
-    "Compute: FLOPs per token = 6 x matmul parameters used + 12 x layers x heads x head_dim x "
-    "seq_len (PaLM appendix B); CNNs use measured per-sample FLOPs x 3; GPUs sustain "
-    "compute_efficiency x dense peak, less the provider's virtualization overhead.",
-    "Rank order tp-cp-ep-dp-pp (Megatron-LM): TP inside a node, PP outermost; each group gets "
-    "its share of its node's NICs.",
-    "TP: 4 all-reduce-equivalents of the micro-batch activations per layer (forward and "
-    "backward, sequence parallel), exposed unless tp_overlap > 0.",
-    "CP: all-gather of K/V in forward and reduce-scatter of dK/dV in backward per layer, "
-    "hidden behind attention compute where it fits.",
-    "EP: dispatch and combine all-to-all in forward and backward per MoE layer, exposed unless "
-    "ep_overlap > 0.",
-    "PP: 1F1B or interleaved schedule; bubble = (pp-1)/v micro-batch slots; activations sent "
-    "to the next stage overlap compute except during fill and drain.",
-    "DP: gradients reduced once per step (ZeRO-1/2: reduce-scatter + all-gather; FSDP: "
-    "all-gather twice and reduce-scatter per micro-batch), overlapped with the last "
-    "micro-batch's backward; the last bucket is always exposed.",
-    "DiLoCo/local-SGD: each data-parallel replica is a worker; the outer all-reduce happens "
-    "every H steps, overlapped with the next H steps only with outer_overlap (streaming "
-    "DiLoCo). Its effect on model quality is NOT modelled (DiLoCo reports "
-    "parity at moderate H; check for your model).",
-    "Memory: bf16 weights, grads in the reduction dtype, 12 B/param Adam state (sharded by "
-    "ZeRO stage), activations 34·h bytes per token per layer with selective recomputation "
-    "(Korthikanti et al. 2022), times in-flight micro-batches on the first stage; "
-    "90% of device memory usable.",
-    "Stragglers: a fraction f of GPUs running x slower delays every synchronous step by x "
-    "whenever at least one is in the job (probability 1-(1-f)^n); backup workers cost f/(1-f) "
-    "extra compute instead; asynchronous outer steps (local SGD) cost only the mean, f*x.",
-    "Failures: per-component rates (Llama 3 fleet) give the job MTBF; checkpoints of 14 B/param "
-    "written at min(nodes x per-node rate, storage cap), every Daly-optimal interval, and read "
-    "back at the same rate on restart; goodput by Daly's expected-wall-time formula with the "
-    "provider's restart time plus that restore.",
-    "Degraded fabric: failed scale-out links cut bandwidth to (L-K)/L with adaptive routing; "
-    "with static ECMP hashing the most loaded survivor sets the pace (balls into bins).",
-]
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """Strategy settings shared by every layout of one evaluation."""
-
-    global_batch: Any
-    """Sequences (or images) per step; scalar or array."""
-    recompute: Recompute = Recompute.AUTO
-    reduce_dtype: str = "fp32"
-    compression: str = "none"
-    local_sgd_steps: int = 1
-    overlap: bool = True
-    sequence_parallel: bool = True
-    tp_comm_overlap: bool = False
-    pp_comm_overlap: bool = True
-    flash_attention: bool = True
-    ep_overlap: float = 0.0
-    bucket_MiB: float = 25.0
-    gemm_efficiency: float | None = None
-    straggler_mitigation: Mitigation = Mitigation.NONE
-    schedule: Schedule = Schedule.INTERLEAVED
-    tokens: float | None = None
-    epochs: float | None = None
-    lora_rank: int | None = None
-    offload_optimizer: bool = False
-    eval_interval_steps: int | None = None
-    eval_samples: int = 0
-    diloco_workers: int | None = None
-    outer_compression: str = "none"
-    outer_overlap: bool = False
-    outer_state_on_cpu: bool = False
 
 
 def lora_trainable_fraction(w: Workload, rank: int | None) -> float:
@@ -126,142 +63,197 @@ def topk_ratio(compression: str) -> float | None:
     return float(compression.split(":", 1)[1]) if compression.startswith("topk:") else None
 
 
-#: Metrics that are whole numbers for a valid layout (printed and serialised as integers).
-COUNT_FIELDS = frozenset(
-    {"gpus", "tp", "pp", "cp", "ep", "dp", "zero", "micro_batch", "micro_batches"}
-    | {"virtual_stages", "global_batch", "rule"}
-)
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Everything the model says about each layout; units in every name.
-
-    The time terms compute_s + dp_s + tp_s + pp_s + ep_s + cp_s + bubble_s + straggler_s add
-    up to step_time_s.
-    """
-
-    gpus: FloatArray
-    tp: FloatArray
-    pp: FloatArray
-    cp: FloatArray
-    ep: FloatArray
-    dp: FloatArray
-    zero: FloatArray
-    micro_batch: FloatArray
-    micro_batches: FloatArray
-    """Micro-batches per step per pipeline (gradient-accumulation steps)."""
-    virtual_stages: FloatArray
-    global_batch: FloatArray
-    rule: npt.NDArray[np.int64]
-    """The first layout rule broken (0: valid); see `bandwall.model.layout.Rule`."""
-    valid: npt.NDArray[np.bool_]
-    fits: npt.NDArray[np.bool_]
-    step_time_s: FloatArray
-    compute_s: FloatArray
-    exposed_comm_s: FloatArray
-    dp_s: FloatArray
-    tp_s: FloatArray
-    pp_s: FloatArray
-    ep_s: FloatArray
-    cp_s: FloatArray
-    bubble_s: FloatArray
-    straggler_s: FloatArray
-    comm_efficiency: FloatArray
-    """compute_s / step_time_s."""
-    compute_utilisation: FloatArray
-    """Share of the step not spent waiting for data-parallel / DiLoCo synchronisation (the
-    decentralized-training papers' metric): 1 - dp_s / step_time_s."""
-    outer_sync_s: FloatArray
-    """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
-    mfu: FloatArray
-    """Model FLOPs per second over the dense peak of all GPUs."""
-    tflops_per_gpu: FloatArray
-    tokens_per_s: FloatArray
-    samples_per_s: FloatArray
-    dp_bytes_per_gpu: FloatArray
-    """Bytes each GPU sends for data parallelism per step (ring-equivalent volume)."""
-    memory_bytes: FloatArray
-    """Bytes per GPU on the fullest (first) pipeline stage."""
-    memory_weights_bytes: FloatArray
-    memory_grads_bytes: FloatArray
-    memory_optimizer_bytes: FloatArray
-    memory_activations_bytes: FloatArray
-    memory_capacity_bytes: FloatArray
-    """Usable device memory."""
-    recompute_share: FloatArray
-    """Share of layers fully recomputed (AUTO recomputation)."""
-    mtbf_s: FloatArray
-    checkpoint_write_s: FloatArray
-    checkpoint_interval_s: FloatArray
-    restart_s: FloatArray
-    goodput: FloatArray
-    tokens: FloatArray
-    """Training tokens in the budget (transformers; 0 for CNNs)."""
-    samples: FloatArray
-    """Sequences or images processed over the budget."""
-    steps: FloatArray
-    optimizer_s: FloatArray
-    """Optimizer step per training step (inside compute_s): Adam's HBM traffic, or PCIe and
-    host work when offloaded."""
-    ideal_time_s: FloatArray
-    """Time to train without failures."""
-    eval_time_s: FloatArray
-    """Evaluation passes over the whole run (included in ideal_time_s)."""
-    time_to_train_s: FloatArray
-    gpu_hours: FloatArray
-    price_per_gpu_hour_usd: FloatArray
-    gpu_cost_usd: FloatArray
-    egress_bytes: FloatArray
-    egress_usd: FloatArray
-    cost_usd: FloatArray
-    failure_cost_usd: FloatArray
-    """What failures add to the cost: (time to train − ideal time) × GPUs × price."""
-    power_W_per_gpu: FloatArray
-    """Average facility power per GPU over a step, PUE included."""
-    energy_kwh: FloatArray
-    """Electricity of the whole job, failures and restarts included."""
-    joules_per_token: FloatArray
-    """Energy per trained token (per sample for CNNs)."""
-    tokens_per_kwh: FloatArray
-    energy_cost_usd: FloatArray
-    """Electricity at the site's price (for owned clusters; rental prices already include it)."""
-    co2_kg: FloatArray
-    """Location-based CO2 of that electricity."""
-
-    def row(self, i: int) -> dict[str, Any]:
-        """One layout's metrics as plain Python numbers (whole counts as int)."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = np.asarray(getattr(self, f.name)).reshape(-1)[i].item()
-            if f.name in COUNT_FIELDS and isinstance(value, float) and value.is_integer():
-                value = int(value)
-            out[f.name] = value
-        return out
-
-    def take(self, index: Any) -> Metrics:
-        """The rows at `index` (an integer array or a boolean mask)."""
-        return Metrics(
-            **{
-                f.name: np.asarray(getattr(self, f.name)).reshape(-1)[index]
-                for f in dataclasses.fields(self)
-            }
-        )
-
-    def __len__(self) -> int:
-        return int(np.size(self.step_time_s))
-
-
 def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> Any:
     """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
     t = collective_time_s(op, Algo.AUTO, size, ranks, cl.group_topology(stride))
     return np.where(np.asarray(size) > 0, t, 0.0)
 
 
-def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
-    """Price one training step, the whole run, its failures and its cost for every layout."""
-    with np.errstate(all="ignore"):
-        return _evaluate(w, cl, lay, opt)
+# --- the derived sizes ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dims:
+    """Group sizes and per-GPU shapes, derived once from the layouts (float arrays)."""
+
+    n: Any
+    tp: Any
+    pp: Any
+    cp: Any
+    ep: Any
+    zero: Any
+    mb: Any
+    v: Any
+    gb: Any
+    price: Any
+    dp: Any
+    """Data-parallel replicas: n / (tp·pp·cp)."""
+    workers: Any
+    """DiLoCo workers (1 when synchronous)."""
+    dp_in: Any
+    """Data-parallel replicas inside one DiLoCo worker."""
+    dp_cp: Any
+    """Ranks that reduce gradients and shard the optimizer (Megatron's dp_cp group)."""
+    dp_expert: Any
+    """Ranks that reduce the routed experts' gradients: dp·cp / ep."""
+    m: Any
+    """Micro-batches per step per pipeline (gradient accumulation)."""
+    layers_ps: Any
+    """Layers on the fullest pipeline stage."""
+    moe_ps: Any
+    """MoE layers among them."""
+    seq: float
+    hidden: float
+    tokens_per_sample: float
+    dense_local_params: Any
+    """Non-expert parameters one GPU holds before ZeRO sharding."""
+    expert_local_params: Any
+    trainable: float
+    """Share of parameters that train (LoRA < 1)."""
+    grad_bytes: float
+    """Bytes per gradient element on the wire."""
+    rule: Any
+
+
+def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims:
+    tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
+        cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
+    )
+    dp = n / (tp * pp * cp)
+    H = opt.local_sgd_steps
+    # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
+    # (default: one per site on a geo cluster, else every data-parallel replica)
+    default_workers = cl.sites if cl.sites > 1 else np.floor(dp)
+    workers = np.asarray((opt.diloco_workers or default_workers) if H > 1 else 1, dtype=np.float64)
+    dp_in = np.maximum(dp / workers, 1.0) if H > 1 else dp
+    rule = check_layouts(
+        w,
+        cl,
+        lay,
+        gb,
+        schedule=opt.schedule,
+        local_sgd_steps=H,
+        mitigation=opt.straggler_mitigation,
+        workers=workers,
+    )
+    rule = np.broadcast_to(rule, np.broadcast(tp, workers).shape)
+    params = float(w.params)
+    if isinstance(w, Transformer):
+        seq, h, per_sample = float(w.seq_len), float(w.hidden), float(w.seq_len)
+        layers_ps = np.ceil(w.layers / pp)
+        moe_ps = layers_ps * (w.moe_layers / w.layers)
+        routed = float(w.routed_expert_params)
+    else:
+        seq = h = 0.0
+        per_sample = 1.0
+        layers_ps, moe_ps, routed = np.ones_like(tp), np.zeros_like(tp), 0.0
+    dp_cp = dp_in * cp  # Megatron reduces over DP × CP (inside a DiLoCo worker)
+    return Dims(
+        n=n,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        zero=zero,
+        mb=mb,
+        v=v,
+        gb=gb,
+        price=price,
+        dp=dp,
+        workers=workers,
+        dp_in=dp_in,
+        dp_cp=dp_cp,
+        dp_expert=dp_cp / ep,
+        m=gb / (dp * mb),
+        layers_ps=layers_ps,
+        moe_ps=moe_ps,
+        seq=seq,
+        hidden=h,
+        tokens_per_sample=per_sample,
+        dense_local_params=(params - routed) / (tp * pp),
+        expert_local_params=routed / (tp * pp * ep),
+        trainable=lora_trainable_fraction(w, opt.lora_rank),
+        grad_bytes=data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression),
+        rule=rule,
+    )
+
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """Bytes per GPU on the fullest (first) stage, by kind."""
+
+    weights_bytes: Any
+    grads_bytes: Any
+    optimizer_bytes: Any
+    activations_bytes: Any
+    capacity_bytes: float
+    recompute_share: Any
+    """Share of layers fully recomputed (AUTO recomputation)."""
+
+    @property
+    def total_bytes(self) -> Any:
+        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+
+
+def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
+    weights, grads, optimizer = memory.state_bytes(
+        d.dense_local_params,
+        d.expert_local_params,
+        d.dp_cp,
+        d.dp_expert,
+        d.zero,
+        d.grad_bytes,
+        opt.local_sgd_steps,
+        trainable_fraction=d.trainable,
+        offload_optimizer=opt.offload_optimizer,
+        outer_state_on_gpu=not opt.outer_state_on_cpu,
+    )
+    static = weights + grads + optimizer
+    capacity = memory.usable_memory_bytes(cl.memory_bytes)
+    if isinstance(w, Transformer):
+        acts, share = memory.transformer_activation_bytes(
+            w,
+            opt.recompute,
+            d.tp,
+            d.pp,
+            d.cp,
+            d.mb,
+            d.m,
+            d.v,
+            static,
+            capacity,
+            sequence_parallel=opt.sequence_parallel,
+            flash_attention=opt.flash_attention,
+        )
+    else:
+        acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
+        share = np.zeros_like(static)
+    return MemoryTerms(weights, grads, optimizer, acts, capacity, share)
+
+
+# --- one pipeline stage's micro-batch -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageTerms:
+    """Seconds of one micro-batch on the slowest stage, and the optimizer step."""
+
+    compute_s: Any
+    """Forward + backward (+ recomputation) of one micro-batch on one GPU."""
+    tp_s: Any
+    """Exposed tensor-parallel communication per micro-batch."""
+    cp_s: Any
+    ep_s: Any
+    optimizer_s: Any
+    """Optimizer step per training step."""
+
+    @property
+    def slot_s(self) -> Any:
+        """A pipeline slot: compute and exposed model-parallel communication."""
+        return self.compute_s + self.tp_s + self.cp_s + self.ep_s
 
 
 def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
@@ -279,365 +271,459 @@ def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
     )
 
 
-def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
-    tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
-        cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
-    )
-    dp = n / (tp * pp * cp)
-    H = opt.local_sgd_steps
-    # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
-    # (default: one per site on a geo cluster, else every data-parallel replica)
-    default_workers = cl.sites if cl.sites > 1 else np.floor(dp)
-    workers = np.asarray((opt.diloco_workers or default_workers) if H > 1 else 1, dtype=np.float64)
-    dp_in = np.maximum(dp / workers, 1.0) if H > 1 else dp
-    rule = check_layouts(
-        w,
-        cl,
-        lay,
-        gb,
-        schedule=opt.schedule,
-        local_sgd_steps=opt.local_sgd_steps,
-        mitigation=opt.straggler_mitigation,
-        workers=workers,
-    )
-    rule = np.broadcast_to(rule, np.broadcast(tp, workers).shape)
-    m = gb / (dp * mb)
+def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
     rates = _gpu_rates(cl, opt)
-    grad_b = data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression)
-    params = float(w.params)
-    trainable = lora_trainable_fraction(w, opt.lora_rank)
-    # Megatron reduces gradients and shards the optimizer over DP × CP (inside a DiLoCo worker)
-    dp_cp = dp_in * cp
-
-    if isinstance(w, Transformer):
-        seq, h = float(w.seq_len), float(w.hidden)
-        tokens_per_sample = seq
-        layers_ps = np.ceil(w.layers / pp)
-        moe_ps = layers_ps * (w.moe_layers / w.layers)
-        routed = float(w.routed_expert_params)
-    else:
-        seq = h = 0.0
-        tokens_per_sample = 1.0
-        layers_ps = np.ones_like(tp)
-        moe_ps = np.zeros_like(tp)
-        routed = 0.0
-
-    # --- memory ---------------------------------------------------------------------------
-    dense_local = (params - routed) / (tp * pp)
-    expert_local = routed / (tp * pp * ep)
-    dp_expert = dp_cp / ep
-    weights, grads, optimizer = memory.state_bytes(
-        dense_local,
-        expert_local,
-        dp_cp,
-        dp_expert,
-        zero,
-        grad_b,
-        opt.local_sgd_steps,
-        trainable_fraction=trainable,
-        offload_optimizer=opt.offload_optimizer,
-        outer_state_on_gpu=not opt.outer_state_on_cpu,
+    optimizer_s = memory.optimizer_step_s(
+        (d.dense_local_params + d.expert_local_params) * d.trainable,
+        np.where(d.zero >= 1, d.dp_cp, 1.0),
+        rates.hbm_Bps,
+        opt.offload_optimizer,
     )
-    static = weights + grads + optimizer
-    capacity = memory.usable_memory_bytes(cl.memory_bytes)
-    if isinstance(w, Transformer):
-        acts, recompute_share = memory.transformer_activation_bytes(
-            w,
-            opt.recompute,
-            tp,
-            pp,
-            cp,
-            mb,
-            m,
-            v,
-            static,
-            capacity,
-            sequence_parallel=opt.sequence_parallel,
-            flash_attention=opt.flash_attention,
-        )
-    else:
-        acts = w.activation_bytes_per_sample * mb + np.zeros_like(static)
-        recompute_share = np.zeros_like(static)
-    mem_total = static + acts
-
-    # --- compute and tensor parallelism, per micro-batch on the slowest stage ----------------
-    if isinstance(w, Transformer):
-        tokens = mb * seq / cp
-        layer_kw = dict(
-            sequence_parallel=opt.sequence_parallel, flash_attention=opt.flash_attention
-        )
-        dense_layer = compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=False, **layer_kw)
-        moe_layer = (
-            compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=True, **layer_kw)
-            if w.is_moe
-            else dense_layer
-        )
-        dense_ps = layers_ps - moe_ps
-        forward = dense_ps * dense_layer.forward_s + moe_ps * moe_layer.forward_s
-        gemm_fwd = dense_ps * dense_layer.gemm_s + moe_ps * moe_layer.gemm_s
-        core = dense_ps * dense_layer.attention_core_s + moe_ps * moe_layer.attention_core_s
-        # full recomputation reruns the forward of its share of layers; selective reruns the
-        # attention core (free with FlashAttention, whose backward recomputes it anyway)
-        selective = 0.0 if opt.flash_attention else core
-        recompute_s = recompute_share * forward + np.where(
-            opt.recompute is Recompute.NONE, 0.0, (1 - recompute_share) * selective
-        )
-        frozen_saving = (1 - trainable) * gemm_fwd  # frozen weights need no weight gradient
-        kernels = layers_ps * dense_layer.kernels
-        t_mb = compute.microbatch_s(forward, kernels, rates, recompute_s) - frozen_saving
-        t_mb = t_mb + compute.lm_head_s(w, tokens, tp, rates)
-        buf = parallel.tp_bytes(mb, seq, h, cp)
-        tp_layer = parallel.tp_layer_s(
-            _coll(Op.ALL_REDUCE, buf, tp, cl, 1.0),
-            _coll(Op.ALL_GATHER, buf, tp, cl, 1.0),
-            _coll(Op.REDUCE_SCATTER, buf, tp, cl, 1.0),
-            gemm_fwd / layers_ps,
-            sequence_parallel=opt.sequence_parallel,
-            comm_overlap=opt.tp_comm_overlap,
-            tp_ranks=tp,
-            recompute_forward=recompute_share,
-        )
-        tp_exp = np.where(tp > 1, layers_ps * tp_layer, 0.0)
-        kv = parallel.cp_kv_bytes(mb, seq, float(w.kv_dim))
-        cp_exp = parallel.cp_microbatch_s(
-            layers_ps,
-            _coll(Op.ALL_GATHER, kv, cp, cl, tp),
-            _coll(Op.REDUCE_SCATTER, kv, cp, cl, tp),
-            (1 + compute.BACKWARD_FACTOR) * core,
-        )
-        a2a = parallel.ep_bytes(mb, seq, tp, cp, float(w.top_k), h)
-        ep_exp = parallel.ep_microbatch_s(
-            moe_ps, _coll(Op.ALL_TO_ALL, a2a, ep, cl, tp * cp), opt.ep_overlap
-        )
-    else:
+    if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
             w.traffic_bytes_per_sample,
             w.kernels_per_step,
-            mb,
+            d.mb,
             rates,
             w.compute_efficiency,
-        ) + np.zeros_like(tp)
-        tp_exp = cp_exp = ep_exp = np.zeros_like(tp)
-    optimizer_s = memory.optimizer_step_s(
-        (dense_local + expert_local) * trainable,
-        np.where(zero >= 1, dp_cp, 1.0),
-        rates.hbm_Bps,
-        opt.offload_optimizer,
+        ) + np.zeros_like(d.tp)
+        zero = np.zeros_like(d.tp)
+        return StageTerms(t_mb, zero, zero, zero, optimizer_s)
+    return _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+
+
+def _transformer_stage(
+    w: Transformer,
+    cl: Cluster,
+    d: Dims,
+    opt: StepOptions,
+    mem: MemoryTerms,
+    rates: compute.GpuRates,
+    optimizer_s: Any,
+) -> StageTerms:
+    tokens = d.mb * d.seq / d.cp
+    kw = dict(sequence_parallel=opt.sequence_parallel, flash_attention=opt.flash_attention)
+    dense = compute.layer_times(w, tokens, d.tp, d.cp, d.mb, rates, moe_layer=False, **kw)
+    moe = (
+        compute.layer_times(w, tokens, d.tp, d.cp, d.mb, rates, moe_layer=True, **kw)
+        if w.is_moe
+        else dense
     )
-    compute_s = m * t_mb + optimizer_s
-    stage = t_mb + tp_exp + cp_exp + ep_exp
+    dense_ps = d.layers_ps - d.moe_ps
+    forward = dense_ps * dense.forward_s + d.moe_ps * moe.forward_s
+    gemm_fwd = dense_ps * dense.gemm_s + d.moe_ps * moe.gemm_s
+    core = dense_ps * dense.attention_core_s + d.moe_ps * moe.attention_core_s
+    # full recomputation reruns the forward of its share of layers; selective reruns the
+    # attention core (free with FlashAttention, whose backward recomputes it anyway)
+    selective = 0.0 if opt.flash_attention else core
+    share = mem.recompute_share
+    recompute_s = share * forward + np.where(
+        opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective
+    )
+    frozen_saving = (1 - d.trainable) * gemm_fwd  # frozen weights need no weight gradient
+    t_mb = compute.microbatch_s(forward, d.layers_ps * dense.kernels, rates, recompute_s)
+    t_mb = t_mb - frozen_saving + compute.lm_head_s(w, tokens, d.tp, rates)
+    # tensor parallelism: the collectives of each layer, hidden behind GEMMs where they can be
+    buf = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
+    tp_layer = parallel.tp_layer_s(
+        _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0),
+        _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0),
+        _coll(Op.REDUCE_SCATTER, buf, d.tp, cl, 1.0),
+        gemm_fwd / d.layers_ps,
+        sequence_parallel=opt.sequence_parallel,
+        comm_overlap=opt.tp_comm_overlap,
+        tp_ranks=d.tp,
+        recompute_forward=share,
+    )
+    kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
+    cp_s = parallel.cp_microbatch_s(
+        d.layers_ps,
+        _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp),
+        _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp),
+        (1 + compute.BACKWARD_FACTOR) * core,
+    )
+    a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
+    ep_s = parallel.ep_microbatch_s(
+        d.moe_ps, _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.tp * d.cp), opt.ep_overlap
+    )
+    tp_s = np.where(d.tp > 1, d.layers_ps * tp_layer, 0.0)
+    return StageTerms(t_mb, tp_s, cp_s, ep_s, optimizer_s)
 
-    # --- pipeline ---------------------------------------------------------------------------
-    p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp_in)
-    bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m, overlap=opt.pp_comm_overlap)
 
-    # --- data parallelism -----------------------------------------------------------------
-    dense_b = dense_local * grad_b * trainable
-    expert_b = expert_local * grad_b * trainable
+# --- pipeline ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineTerms:
+    bubble_s: Any
+    """Fill and drain of the pipeline per step."""
+    pp_s: Any
+    """Exposed stage-to-stage sends per step."""
+
+
+def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> PipelineTerms:
+    size = pipeline.p2p_bytes(d.mb, d.seq, d.hidden, d.tp, d.cp)
+    p2p = _coll(Op.SEND_RECV, size, 2.0, cl, d.tp * d.cp * d.dp_in)
+    bubble, exposed = pipeline.pipeline_s(
+        stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
+    )
+    return PipelineTerms(bubble, exposed)
+
+
+# --- data parallelism -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataParallelTerms:
+    dp_s: Any
+    """Exposed gradient (and DiLoCo outer) synchronisation per step."""
+    outer_s: Any
+    """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
+    dp_bytes_per_gpu: Any
+    """Bytes each GPU sends for data parallelism per step (ring-equivalent)."""
+
+
+def _ddp_s(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> tuple[Any, Any]:
+    """Exposed seconds and bytes of DDP / ZeRO-1/2: bucketed reduction behind backward."""
+    dense_b = d.dense_local_params * d.grad_bytes * d.trainable
+    expert_b = d.expert_local_params * d.grad_bytes * d.trainable
     ratio = topk_ratio(opt.compression)
     if ratio is not None:
-        sparse = (
-            ratio * (dense_local + expert_local) * trainable * data_parallel.TOPK_BYTES_PER_ELEMENT
-        )
-        t_reduce = _coll(Op.ALL_GATHER, sparse * dp_cp, dp_cp, cl, tp)
+        kept = ratio * (d.dense_local_params + d.expert_local_params) * d.trainable
+        sparse = kept * data_parallel.TOPK_BYTES_PER_ELEMENT
+        t_reduce = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
     else:
         t_reduce = data_parallel.bucketed_all_reduce_s(
-            dense_b, opt.bucket_MiB, lambda size: _coll(Op.ALL_REDUCE, size, dp_cp, cl, tp)
+            dense_b, opt.bucket_MiB, lambda size: _coll(Op.ALL_REDUCE, size, d.dp_cp, cl, d.tp)
         ) + data_parallel.bucketed_all_reduce_s(
             expert_b,
             opt.bucket_MiB,
-            lambda size: _coll(Op.ALL_REDUCE, size, dp_expert, cl, tp * ep),
+            lambda size: _coll(Op.ALL_REDUCE, size, d.dp_expert, cl, d.tp * d.ep),
         )
-    window = data_parallel.overlap_window_s(t_mb, pp, v) if opt.overlap else np.zeros_like(t_mb)
+    window = (
+        data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v)
+        if opt.overlap
+        else np.zeros_like(stage.compute_s)
+    )
     last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
-    ddp_s = np.where(dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
-    w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
-    # FSDP: per micro-batch, all-gather the stage's weights for forward and again for backward
-    # (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients
-    fsdp_mb = (
+    exposed = np.where(d.dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
+    share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
+    return exposed, 2 * (share * dense_b + share_e * expert_b)
+
+
+def _fsdp_s(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> tuple[Any, Any]:
+    """FSDP / ZeRO-3: per micro-batch, all-gather the stage's weights for forward and again
+    for backward (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients."""
+    dense_b = d.dense_local_params * d.grad_bytes * d.trainable
+    expert_b = d.expert_local_params * d.grad_bytes * d.trainable
+    w_dense = d.dense_local_params * memory.WEIGHT_BYTES
+    w_exp = d.expert_local_params * memory.WEIGHT_BYTES
+    per_mb = (
         2
         * (
-            _coll(Op.ALL_GATHER, w_dense, dp_cp, cl, tp)
-            + _coll(Op.ALL_GATHER, w_exp, dp_expert, cl, tp * ep)
+            _coll(Op.ALL_GATHER, w_dense, d.dp_cp, cl, d.tp)
+            + _coll(Op.ALL_GATHER, w_exp, d.dp_expert, cl, d.tp * d.ep)
         )
-        + _coll(Op.REDUCE_SCATTER, dense_b, dp_cp, cl, tp)
-        + _coll(Op.REDUCE_SCATTER, expert_b, dp_expert, cl, tp * ep)
+        + _coll(Op.REDUCE_SCATTER, dense_b, d.dp_cp, cl, d.tp)
+        + _coll(Op.REDUCE_SCATTER, expert_b, d.dp_expert, cl, d.tp * d.ep)
     )
-    fsdp_s = data_parallel.fsdp_exposed_s(fsdp_mb, t_mb if opt.overlap else 0.0, layers_ps, m)
-    inner_s = np.where(zero >= 3, fsdp_s, ddp_s)
-    share, share_e = data_parallel.ring_share(dp_cp), data_parallel.ring_share(dp_expert)
-    ddp_bytes = 2 * (share * dense_b + share_e * expert_b)
-    fsdp_bytes = m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
-    dp_bytes = np.where(zero >= 3, fsdp_bytes, ddp_bytes)
-    # DiLoCo: every H steps each GPU all-reduces its 1/(dp·cp) slice of the pseudo-gradients
-    # with the matching GPUs of the other workers, then all-gathers the new weights inside its
-    # worker (Douillard et al. 2023; sharded as in INTELLECT-1)
-    outer_s = np.zeros_like(inner_s)
-    if H > 1:
-        shard = (dense_local + expert_local) * trainable / dp_cp
-        outer_bytes = shard * data_parallel.OUTER_BYTES[opt.outer_compression]
-        stride = n / workers
-        t_outer = _coll(Op.ALL_REDUCE, outer_bytes, workers, cl, stride) + _coll(
-            Op.ALL_GATHER, shard * dp_cp * memory.WEIGHT_BYTES, dp_cp, cl, tp
-        )
-        inner_step = m * t_mb + inner_s
-        outer_s = data_parallel.outer_sync_exposed_s(t_outer, H, inner_step, opt.outer_overlap)
-        dp_bytes = dp_bytes + 2 * data_parallel.ring_share(workers) * outer_bytes / H
-    dp_s = inner_s + outer_s
+    exposed = data_parallel.fsdp_exposed_s(
+        per_mb, stage.compute_s if opt.overlap else 0.0, d.layers_ps, d.m
+    )
+    share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
+    sent = d.m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
+    return exposed, sent
 
-    # --- stragglers and the step ------------------------------------------------------------
+
+def _outer_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, inner_s: Any
+) -> tuple[Any, Any]:
+    """DiLoCo: every H steps each GPU all-reduces its 1/(dp·cp) slice of the pseudo-gradients
+    with the matching GPUs of the other workers, then all-gathers the new weights inside its
+    worker (Douillard et al. 2023; sharded as in INTELLECT-1). Seconds per inner step, bytes."""
+    H = opt.local_sgd_steps
+    if H <= 1:
+        return np.zeros_like(inner_s), 0.0
+    shard = (d.dense_local_params + d.expert_local_params) * d.trainable / d.dp_cp
+    outer_bytes = shard * data_parallel.OUTER_BYTES[opt.outer_compression]
+    t_outer = _coll(Op.ALL_REDUCE, outer_bytes, d.workers, cl, d.n / d.workers) + _coll(
+        Op.ALL_GATHER, shard * d.dp_cp * memory.WEIGHT_BYTES, d.dp_cp, cl, d.tp
+    )
+    inner_step = d.m * stage.compute_s + inner_s
+    exposed = data_parallel.outer_sync_exposed_s(t_outer, H, inner_step, opt.outer_overlap)
+    return exposed, 2 * data_parallel.ring_share(d.workers) * outer_bytes / H
+
+
+def _data_parallel(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> DataParallelTerms:
+    ddp_s, ddp_bytes = _ddp_s(cl, d, opt, stage)
+    fsdp_s, fsdp_bytes = _fsdp_s(cl, d, opt, stage)
+    inner_s = np.where(d.zero >= 3, fsdp_s, ddp_s)
+    outer_s, outer_bytes = _outer_s(cl, d, opt, stage, inner_s)
+    sent = np.where(d.zero >= 3, fsdp_bytes, ddp_bytes) + outer_bytes
+    return DataParallelTerms(inner_s + outer_s, outer_s, sent)
+
+
+# --- the step ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """One optimizer step: its parts add up to `step_s`."""
+
+    compute_s: Any
+    """Micro-batches and the optimizer step."""
+    optimizer_s: Any
+    tp_s: Any
+    cp_s: Any
+    ep_s: Any
+    straggler_s: Any
+    exposed_comm_s: Any
+    step_s: Any
+    flops: Any
+    """Model FLOPs of the whole step (all GPUs; full attention, the PaLM convention)."""
+    tokens: Any
+
+
+def _step(
+    w: Workload,
+    cl: Cluster,
+    d: Dims,
+    stage: StageTerms,
+    pipe: PipelineTerms,
+    dpt: DataParallelTerms,
+    opt: StepOptions,
+) -> StepTerms:
+    compute_s = d.m * stage.compute_s + stage.optimizer_s
     straggler = faults.straggler_s(
         compute_s,
         cl.straggler_fraction,
         cl.straggler_slowdown,
-        n,
+        d.n,
         opt.straggler_mitigation.value,
     )
-    tp_s, cp_s, ep_s = m * tp_exp, m * cp_exp, m * ep_exp
-    exposed = tp_s + cp_s + ep_s + pp_s + dp_s
-    step = compute_s + exposed + bubble_s + straggler
-    tokens_step = gb * tokens_per_sample
-    flops_step = gb * compute.training_flops_per_sample(w)
+    tp_s, cp_s, ep_s = d.m * stage.tp_s, d.m * stage.cp_s, d.m * stage.ep_s
+    exposed = tp_s + cp_s + ep_s + pipe.pp_s + dpt.dp_s
+    return StepTerms(
+        compute_s=compute_s,
+        optimizer_s=stage.optimizer_s,
+        tp_s=tp_s,
+        cp_s=cp_s,
+        ep_s=ep_s,
+        straggler_s=straggler,
+        exposed_comm_s=exposed,
+        step_s=compute_s + exposed + pipe.bubble_s + straggler,
+        flops=d.gb * compute.training_flops_per_sample(w),
+        tokens=d.gb * d.tokens_per_sample,
+    )
 
-    # --- failures and checkpoints -------------------------------------------------------------
-    # a LoRA checkpoint holds only the adapters and their optimizer state
-    write_s = faults.checkpoint_write_s(params * trainable, cl.checkpoint_write_GBps())
-    write_s = write_s + np.zeros_like(step)
+
+# --- the run: failures, budget, cost -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunTerms:
+    mtbf_s: Any
+    checkpoint_write_s: Any
+    checkpoint_interval_s: Any
+    restart_s: Any
+    goodput: Any
+    budget_tokens: float
+    steps: Any
+    eval_s: Any
+    ideal_s: Any
+    wall_s: Any
+    gpu_hours: Any
+    gpu_cost_usd: Any
+    egress_bytes: Any
+    egress_usd: Any
+
+
+def _failures(w: Workload, cl: Cluster, d: Dims, step_s: Any) -> tuple[Any, ...]:
+    """(MTBF, checkpoint write, interval, restart, goodput) from per-component failure rates;
+    a LoRA checkpoint holds only the adapters and their optimizer state."""
+    write_s = faults.checkpoint_write_s(float(w.params) * d.trainable, cl.checkpoint_write_GBps())
+    write_s = write_s + np.zeros_like(step_s)
     restart = cl.restart_s + write_s
     if cl.failures is None:
-        mtbf = np.full(step.shape, math.inf)
-        interval = np.full(step.shape, math.inf)
-        good = np.ones(step.shape)
-    else:
-        nodes = np.asarray(cl.nodes(), dtype=np.float64)
-        nics = nodes * cl.nics_per_node
-        mtbf = faults.job_mtbf_s(cl.failures, n, nodes, nics, nics) + np.zeros_like(step)
-        interval = faults.daly_interval_s(write_s, mtbf)
-        good = faults.goodput(interval, write_s, restart, mtbf)
+        inf = np.full(step_s.shape, math.inf)
+        return inf, write_s, inf, restart, np.ones(step_s.shape)
+    nodes = np.asarray(cl.nodes(), dtype=np.float64)
+    nics = nodes * cl.nics_per_node
+    mtbf = faults.job_mtbf_s(cl.failures, d.n, nodes, nics, nics) + np.zeros_like(step_s)
+    interval = faults.daly_interval_s(write_s, mtbf)
+    return mtbf, write_s, interval, restart, faults.goodput(interval, write_s, restart, mtbf)
 
-    # --- budget and cost --------------------------------------------------------------------
+
+def _run(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, step: StepTerms) -> RunTerms:
+    mtbf, write_s, interval, restart, good = _failures(w, cl, d, step.step_s)
+    is_tf = isinstance(w, Transformer)
+    params = float(w.params)
     if isinstance(w, Transformer):
-        budget_tokens = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
-        steps = budget_tokens / tokens_step
+        budget = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
+        steps = budget / step.tokens
     else:
-        budget_tokens = 0.0
-        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / gb
+        budget = 0.0
+        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / d.gb
     # evaluation (MLPerf's clock includes it): a forward pass over eval_samples every
     # eval_interval_steps, at the training step's forward share of compute and TP time
-    eval_total = np.zeros_like(step)
+    eval_s = np.zeros_like(step.step_s)
     if opt.eval_interval_steps and opt.eval_samples:
-        forward_per_sample = (compute_s + tp_s) / (1 + compute.BACKWARD_FACTOR) / gb
+        forward_per_sample = (step.compute_s + step.tp_s) / (1 + compute.BACKWARD_FACTOR) / d.gb
         evals = np.floor(steps / opt.eval_interval_steps)
-        eval_total = evals * opt.eval_samples * forward_per_sample
-    ideal = steps * step + eval_total
+        eval_s = evals * opt.eval_samples * forward_per_sample
+    ideal = steps * step.step_s + eval_s
     wall = ideal / good
-    hours = cost.gpu_hours(n, wall)
-    sync_bytes = (
-        params * trainable * (data_parallel.OUTER_BYTES[opt.outer_compression] if H > 1 else grad_b)
-    )
+    hours = cost.gpu_hours(d.n, wall)
+    H = opt.local_sgd_steps
+    per_param = data_parallel.OUTER_BYTES[opt.outer_compression] if H > 1 else d.grad_bytes
     egress_step = cost.egress_bytes_per_step(
         cl.sites,
-        pp,
-        v,
-        isinstance(w, Transformer),
-        gb * seq * h * memory.ACT_BYTES,
-        sync_bytes,
+        d.pp,
+        d.v,
+        is_tf,
+        d.gb * d.seq * d.hidden * memory.ACT_BYTES,
+        params * d.trainable * per_param,
         H,
-        workers,
+        d.workers,
     )
     egress = egress_step * steps
-    gpu_usd = hours * price
-    egress_usd = egress / 1e9 * cl.egress_usd_per_GB
-    if cl.energy is not None:
-        power = energy_terms.training_power_W(
-            cl.energy,
-            step_s=step,
-            compute_s=compute_s,
-            flops_per_gpu_step=flops_step / n,
-            peak_flops=cl.peak_flops,
-        )
-        work = budget_tokens if isinstance(w, Transformer) else steps * gb
-        used = energy_terms.job_energy(
-            cl.energy, power_W_per_gpu=power, gpus=n, seconds=wall, tokens=work
-        )
-    else:
-        nan = np.full(step.shape, np.nan)
-        used = dict.fromkeys(
-            (
-                "power_W_per_gpu",
-                "energy_kwh",
-                "joules_per_token",
-                "tokens_per_kwh",
-                "energy_cost_usd",
-                "co2_kg",
-            ),
-            nan,
-        )
-
-    shape = step.shape
-
-    def full(x: Any) -> Any:
-        return np.broadcast_to(np.asarray(x), shape)
-
-    return Metrics(
-        gpus=full(n),
-        tp=full(tp),
-        pp=full(pp),
-        cp=full(cp),
-        ep=full(ep),
-        dp=full(dp),
-        zero=full(zero),
-        micro_batch=full(mb),
-        micro_batches=full(m),
-        virtual_stages=full(v),
-        global_batch=full(gb),
-        rule=full(rule),
-        valid=full(rule == 0),
-        fits=full(mem_total <= capacity),
-        step_time_s=step,
-        compute_s=full(compute_s),
-        exposed_comm_s=full(exposed),
-        dp_s=full(dp_s),
-        tp_s=full(tp_s),
-        pp_s=full(pp_s),
-        ep_s=full(ep_s),
-        cp_s=full(cp_s),
-        bubble_s=full(bubble_s),
-        straggler_s=full(straggler),
-        comm_efficiency=full(compute_s / step),
-        compute_utilisation=full(1 - dp_s / step),
-        outer_sync_s=full(outer_s),
-        mfu=full(flops_step / (step * n * cl.peak_flops)),
-        tflops_per_gpu=full(flops_step / (step * n) / 1e12),
-        tokens_per_s=full(tokens_step / step),
-        samples_per_s=full(gb / step),
-        dp_bytes_per_gpu=full(dp_bytes),
-        memory_bytes=full(mem_total),
-        memory_weights_bytes=full(weights),
-        memory_grads_bytes=full(grads),
-        memory_optimizer_bytes=full(optimizer),
-        memory_activations_bytes=full(acts),
-        memory_capacity_bytes=full(capacity),
-        recompute_share=full(recompute_share),
-        mtbf_s=full(mtbf),
-        checkpoint_write_s=full(write_s),
-        checkpoint_interval_s=full(interval),
-        restart_s=full(restart),
-        goodput=full(good),
-        tokens=full(budget_tokens),
-        samples=full(steps * gb),
-        steps=full(steps),
-        optimizer_s=full(optimizer_s),
-        ideal_time_s=full(ideal),
-        eval_time_s=full(eval_total),
-        time_to_train_s=full(wall),
-        gpu_hours=full(hours),
-        price_per_gpu_hour_usd=full(price),
-        gpu_cost_usd=full(gpu_usd),
-        egress_bytes=full(egress),
-        egress_usd=full(egress_usd),
-        cost_usd=full(gpu_usd + egress_usd),
-        failure_cost_usd=full(cost.gpu_hours(n, wall - ideal) * price),
-        **{k: full(v) for k, v in used.items()},
+    return RunTerms(
+        mtbf_s=mtbf,
+        checkpoint_write_s=write_s,
+        checkpoint_interval_s=interval,
+        restart_s=restart,
+        goodput=good,
+        budget_tokens=budget,
+        steps=steps,
+        eval_s=eval_s,
+        ideal_s=ideal,
+        wall_s=wall,
+        gpu_hours=hours,
+        gpu_cost_usd=hours * d.price,
+        egress_bytes=egress,
+        egress_usd=egress / 1e9 * cl.egress_usd_per_GB,
     )
+
+
+# --- energy -----------------------------------------------------------------------------------
+
+ENERGY_FIELDS = (
+    "power_W_per_gpu",
+    "energy_kwh",
+    "joules_per_token",
+    "tokens_per_kwh",
+    "energy_cost_usd",
+    "co2_kg",
+)
+
+
+def _energy(w: Workload, cl: Cluster, d: Dims, step: StepTerms, run: RunTerms) -> dict[str, Any]:
+    """Power over a step, and the job's electricity, cost and CO2 (NaN when not priced)."""
+    if cl.energy is None:
+        return dict.fromkeys(ENERGY_FIELDS, np.full(step.step_s.shape, np.nan))
+    power = energy_terms.training_power_W(
+        cl.energy,
+        step_s=step.step_s,
+        compute_s=step.compute_s,
+        flops_per_gpu_step=step.flops / d.n,
+        peak_flops=cl.peak_flops,
+    )
+    work = run.budget_tokens if isinstance(w, Transformer) else run.steps * d.gb
+    return energy_terms.job_energy(
+        cl.energy, power_W_per_gpu=power, gpus=d.n, seconds=run.wall_s, tokens=work
+    )
+
+
+# --- composition ------------------------------------------------------------------------------
+
+
+def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
+    """Price one training step, the whole run, its failures and its cost for every layout."""
+    with np.errstate(all="ignore"):
+        d = _dims(w, cl, lay, opt)
+        mem = _memory(w, cl, d, opt)
+        stage = _stage(w, cl, d, opt, mem)
+        pipe = _pipeline(cl, d, opt, stage)
+        dpt = _data_parallel(cl, d, opt, stage)
+        step = _step(w, cl, d, stage, pipe, dpt, opt)
+        run = _run(w, cl, d, opt, step)
+        used = _energy(w, cl, d, step, run)
+        return _metrics(cl, d, mem, pipe, dpt, step, run, used)
+
+
+def _metrics(
+    cl: Cluster,
+    d: Dims,
+    mem: MemoryTerms,
+    pipe: PipelineTerms,
+    dpt: DataParallelTerms,
+    step: StepTerms,
+    run: RunTerms,
+    used: dict[str, Any],
+) -> Metrics:
+    """Every term group's fields under the names `Metrics` (and the JSON/CSV) use."""
+    s = step.step_s
+    values: dict[str, Any] = {
+        "gpus": d.n,
+        "tp": d.tp,
+        "pp": d.pp,
+        "cp": d.cp,
+        "ep": d.ep,
+        "dp": d.dp,
+        "zero": d.zero,
+        "micro_batch": d.mb,
+        "micro_batches": d.m,
+        "virtual_stages": d.v,
+        "global_batch": d.gb,
+        "rule": d.rule,
+        "valid": d.rule == 0,
+        "fits": mem.total_bytes <= mem.capacity_bytes,
+        "step_time_s": s,
+        "compute_s": step.compute_s,
+        "exposed_comm_s": step.exposed_comm_s,
+        "dp_s": dpt.dp_s,
+        "tp_s": step.tp_s,
+        "pp_s": pipe.pp_s,
+        "ep_s": step.ep_s,
+        "cp_s": step.cp_s,
+        "bubble_s": pipe.bubble_s,
+        "straggler_s": step.straggler_s,
+        "comm_efficiency": step.compute_s / s,
+        "compute_utilisation": 1 - dpt.dp_s / s,
+        "outer_sync_s": dpt.outer_s,
+        "mfu": step.flops / (s * d.n * cl.peak_flops),
+        "tflops_per_gpu": step.flops / (s * d.n) / 1e12,
+        "tokens_per_s": step.tokens / s,
+        "samples_per_s": d.gb / s,
+        "dp_bytes_per_gpu": dpt.dp_bytes_per_gpu,
+        "memory_bytes": mem.total_bytes,
+        "memory_weights_bytes": mem.weights_bytes,
+        "memory_grads_bytes": mem.grads_bytes,
+        "memory_optimizer_bytes": mem.optimizer_bytes,
+        "memory_activations_bytes": mem.activations_bytes,
+        "memory_capacity_bytes": mem.capacity_bytes,
+        "recompute_share": mem.recompute_share,
+        "mtbf_s": run.mtbf_s,
+        "checkpoint_write_s": run.checkpoint_write_s,
+        "checkpoint_interval_s": run.checkpoint_interval_s,
+        "restart_s": run.restart_s,
+        "goodput": run.goodput,
+        "tokens": run.budget_tokens,
+        "samples": run.steps * d.gb,
+        "steps": run.steps,
+        "optimizer_s": step.optimizer_s,
+        "ideal_time_s": run.ideal_s,
+        "eval_time_s": run.eval_s,
+        "time_to_train_s": run.wall_s,
+        "gpu_hours": run.gpu_hours,
+        "price_per_gpu_hour_usd": d.price,
+        "gpu_cost_usd": run.gpu_cost_usd,
+        "egress_bytes": run.egress_bytes,
+        "egress_usd": run.egress_usd,
+        "cost_usd": run.gpu_cost_usd + run.egress_usd,
+        "failure_cost_usd": cost.gpu_hours(d.n, run.wall_s - run.ideal_s) * d.price,
+        **used,
+    }
+    shape = np.shape(s)
+    return Metrics(**{k: np.broadcast_to(np.asarray(v), shape) for k, v in values.items()})
