@@ -22,7 +22,7 @@ from bandwall.model import compute, cost, data_parallel, faults, memory, paralle
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
-from bandwall.model.layout import LayoutArrays, Recompute, check_layouts
+from bandwall.model.layout import LayoutArrays, Recompute, Rule, check_layouts
 from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
 from bandwall.workloads import Transformer, Workload
 
@@ -42,6 +42,8 @@ __all__ = [
 CHINCHILLA_TOKENS_PER_PARAM = 20
 #: ImageNet epochs when none are given (Goyal et al. 2017 train ResNet-50 for 90).
 DEFAULT_CNN_EPOCHS = 90
+#: How far a layout may round the default global batch (to a multiple of dp × micro-batch).
+BATCH_TOLERANCE = 0.25
 
 
 def lora_trainable_fraction(w: Workload, rank: int | None) -> float:
@@ -81,6 +83,8 @@ class Dims:
     pp: Any
     cp: Any
     ep: Any
+    etp: Any
+    """Expert TP: the expert layers split the tp·cp·dp ranks as ep × etp × expert-dp."""
     zero: Any
     mb: Any
     v: Any
@@ -95,13 +99,18 @@ class Dims:
     dp_cp: Any
     """Ranks that reduce gradients and shard the optimizer (Megatron's dp_cp group)."""
     dp_expert: Any
-    """Ranks that reduce the routed experts' gradients: dp·cp / ep."""
+    """Ranks that reduce the routed experts' gradients: tp·cp·dp / (ep·etp) (expert-dp)."""
     m: Any
     """Micro-batches per step per pipeline (gradient accumulation)."""
+    layers_first: Any
+    """Layers on the first, a middle and the last pipeline rank (all its model chunks); the
+    first holds the embedding, the last the LM head and loss."""
+    layers_mid: Any
+    layers_last: Any
     layers_ps: Any
-    """Layers on the fullest pipeline stage."""
-    moe_ps: Any
-    """MoE layers among them."""
+    """Layers on the fullest pipeline rank."""
+    moe_share: float
+    """Share of layers with an MoE MLP."""
     seq: float
     hidden: float
     tokens_per_sample: float
@@ -115,12 +124,54 @@ class Dims:
     rule: Any
 
 
+def _stage_layers(w: Workload, pp: Any, opt: StepOptions) -> tuple[Any, Any, Any]:
+    """Layers on the first, a middle and the last pipeline rank. Given first/last counts
+    (Megatron --decoder-first/last-pipeline-num-layers) the rest split evenly; an even split
+    with a remainder puts the extra layers on middle ranks first, then on the first."""
+    if not isinstance(w, Transformer):
+        one = np.ones_like(pp)
+        return one, one, one
+    L = float(w.layers)
+    q, r = np.floor(L / pp), np.mod(L, pp)
+    r_mid = np.minimum(r, np.maximum(pp - 2, 0))
+    first = q + ((r - r_mid) > 0)
+    mid = q + (r_mid > 0)
+    last = q + ((r - r_mid) > 1)
+    if opt.pp_first_stage_layers is not None or opt.pp_last_stage_layers is not None:
+        f = np.asarray(
+            opt.pp_first_stage_layers if opt.pp_first_stage_layers is not None else first,
+            dtype=np.float64,
+        )
+        la = np.asarray(
+            opt.pp_last_stage_layers if opt.pp_last_stage_layers is not None else last,
+            dtype=np.float64,
+        )
+        rest = np.maximum(L - f - la, 0.0)
+        first, last = f, np.where(pp > 1, la, f)
+        mid = np.where(pp > 2, np.ceil(rest / np.maximum(pp - 2, 1.0)), 0.0)
+    single = pp <= 1
+    return (
+        np.where(single, L, first),
+        np.where(single, L, np.where(pp > 2, mid, 0.0)),
+        np.where(single, L, last),
+    )
+
+
 def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims:
-    tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
+    tp, pp, cp, ep, etp, zero, mb, v, n, gb, price = lay.floats(
         cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
     )
     dp = n / (tp * pp * cp)
     H = opt.local_sgd_steps
+    off_target = np.zeros(np.shape(gb), dtype=bool)
+    if opt.batch_follows_layout:
+        # the default batch is a target: the nearest multiple of dp × micro-batch (at least
+        # one), so any GPU count and layout has a valid batch of about the same tokens; a
+        # layout that would change it by more than BATCH_TOLERANCE is not offered
+        unit = np.maximum(np.floor(dp), 1.0) * mb
+        target = gb
+        gb = np.maximum(np.round(gb / unit), 1.0) * unit
+        off_target = np.abs(gb / target - 1.0) > BATCH_TOLERANCE
     # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
     # (default: one per site on a geo cluster, else every data-parallel replica)
     default_workers = cl.sites if cl.sites > 1 else np.floor(dp)
@@ -136,17 +187,18 @@ def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims
         mitigation=opt.straggler_mitigation,
         workers=workers,
     )
-    rule = np.broadcast_to(rule, np.broadcast(tp, workers).shape)
+    rule = np.where((rule == 0) & off_target, int(Rule.BATCH_DIVISIBLE), rule)
+    rule = np.broadcast_to(rule, np.broadcast(tp, workers, gb).shape)
     params = float(w.params)
     if isinstance(w, Transformer):
         seq, h, per_sample = float(w.seq_len), float(w.hidden), float(w.seq_len)
-        layers_ps = np.ceil(w.layers / pp)
-        moe_ps = layers_ps * (w.moe_layers / w.layers)
         routed = float(w.routed_expert_params)
+        moe_share = w.moe_layers / w.layers
     else:
         seq = h = 0.0
-        per_sample = 1.0
-        layers_ps, moe_ps, routed = np.ones_like(tp), np.zeros_like(tp), 0.0
+        per_sample, routed, moe_share = 1.0, 0.0, 0.0
+    first, mid, last = _stage_layers(w, pp, opt)
+    fullest = np.maximum(np.maximum(first, mid), last)
     dp_cp = dp_in * cp  # Megatron reduces over DP × CP (inside a DiLoCo worker)
     return Dims(
         n=n,
@@ -154,6 +206,7 @@ def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims
         pp=pp,
         cp=cp,
         ep=ep,
+        etp=etp,
         zero=zero,
         mb=mb,
         v=v,
@@ -163,15 +216,18 @@ def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims
         workers=workers,
         dp_in=dp_in,
         dp_cp=dp_cp,
-        dp_expert=dp_cp / ep,
+        dp_expert=tp * dp_cp / (ep * etp),
         m=gb / (dp * mb),
-        layers_ps=layers_ps,
-        moe_ps=moe_ps,
+        layers_first=first,
+        layers_mid=mid,
+        layers_last=last,
+        layers_ps=fullest,
+        moe_share=moe_share,
         seq=seq,
         hidden=h,
         tokens_per_sample=per_sample,
         dense_local_params=(params - routed) / (tp * pp),
-        expert_local_params=routed / (tp * pp * ep),
+        expert_local_params=routed / (ep * etp * pp),
         trainable=lora_trainable_fraction(w, opt.lora_rank),
         grad_bytes=data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression),
         rule=rule,
@@ -198,6 +254,13 @@ class MemoryTerms:
         return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
 
 
+def _recompute_share(w: Workload, d: Dims, opt: StepOptions) -> Any:
+    """Share of layers fully recomputed when --recompute-layers limits it (None: all)."""
+    if opt.recompute is not Recompute.FULL or opt.recompute_layers is None:
+        return None
+    return np.minimum(opt.recompute_layers * d.v / np.maximum(d.layers_ps, 1.0), 1.0)
+
+
 def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     weights, grads, optimizer = memory.state_bytes(
         d.dense_local_params,
@@ -210,11 +273,17 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         trainable_fraction=d.trainable,
         offload_optimizer=opt.offload_optimizer,
         outer_state_on_gpu=not opt.outer_state_on_cpu,
+        weight_bytes=1.0 if opt.fp8_weights else memory.WEIGHT_BYTES,
     )
     static = weights + grads + optimizer
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
-    if isinstance(w, Transformer):
-        acts, share = memory.transformer_activation_bytes(
+    if not isinstance(w, Transformer):
+        acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
+        return MemoryTerms(weights, grads, optimizer, acts, capacity, np.zeros_like(static))
+    full_share = _recompute_share(w, d, opt)
+
+    def stage(layers: Any, in_flight: Any, logits: Any) -> tuple[Any, Any]:
+        return memory.transformer_activation_bytes(
             w,
             opt.recompute,
             d.tp,
@@ -227,10 +296,20 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
             capacity,
             sequence_parallel=opt.sequence_parallel,
             flash_attention=opt.flash_attention,
+            stage_layers=layers,
+            in_flight=in_flight,
+            with_logits=logits,
+            full_share=full_share,
         )
-    else:
-        acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
-        share = np.zeros_like(static)
+
+    # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
+    # the last one micro-batch and the logits; the fullest sets the memory
+    in_flight = np.minimum(d.pp, np.maximum(d.m, 1.0))
+    first, share_f = stage(d.layers_first, in_flight, False)
+    mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False)
+    last, share_l = stage(d.layers_last, 1.0, True)
+    acts = np.maximum(np.maximum(first, np.where(d.pp > 2, mid, 0.0)), last)
+    share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
     return MemoryTerms(weights, grads, optimizer, acts, capacity, share)
 
 
@@ -310,45 +389,62 @@ def _transformer_stage(
         if w.is_moe
         else dense
     )
-    dense_ps = d.layers_ps - d.moe_ps
-    forward = dense_ps * dense.forward_s + d.moe_ps * moe.forward_s
-    gemm_fwd = dense_ps * dense.gemm_s + d.moe_ps * moe.gemm_s
-    core = dense_ps * dense.attention_core_s + d.moe_ps * moe.attention_core_s
+    ms = d.moe_share
+
+    def mix(a: Any, b: Any) -> Any:  # the average layer of the model
+        return (1 - ms) * a + ms * b
+
+    forward = mix(dense.forward_s, moe.forward_s)
+    gemm_fwd = mix(dense.gemm_s, moe.gemm_s)
+    core = mix(dense.attention_core_s, moe.attention_core_s)
     # full recomputation reruns the forward of its share of layers; selective reruns the
     # attention core (free with FlashAttention, whose backward recomputes it anyway)
     selective = 0.0 if opt.flash_attention else core
     share = mem.recompute_share
-    recompute_s = share * forward + np.where(
+    recompute = share * forward + np.where(
         opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective
     )
     frozen_saving = (1 - d.trainable) * gemm_fwd  # frozen weights need no weight gradient
-    t_mb = compute.microbatch_s(forward, d.layers_ps * dense.kernels, rates, recompute_s)
-    t_mb = t_mb - frozen_saving + compute.lm_head_s(w, tokens, d.tp, rates)
     # tensor parallelism: the collectives of each layer, hidden behind GEMMs where they can be
     buf = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
     tp_layer = parallel.tp_layer_s(
         _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0),
         _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0),
         _coll(Op.REDUCE_SCATTER, buf, d.tp, cl, 1.0),
-        gemm_fwd / d.layers_ps,
+        gemm_fwd,
         sequence_parallel=opt.sequence_parallel,
         comm_overlap=opt.tp_comm_overlap,
         tp_ranks=d.tp,
         recompute_forward=share,
     )
+    tp_layer = np.where(d.tp > 1, tp_layer, 0.0)
     kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
-    cp_s = parallel.cp_microbatch_s(
-        d.layers_ps,
-        _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp),
-        _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp),
-        (1 + compute.BACKWARD_FACTOR) * core,
-    )
+    cp_ag = _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp)
+    cp_rs = _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp)
     a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
-    ep_s = parallel.ep_microbatch_s(
-        d.moe_ps, _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.tp * d.cp), opt.ep_overlap
-    )
-    tp_s = np.where(d.tp > 1, d.layers_ps * tp_layer, 0.0)
-    return StageTerms(t_mb, tp_s, cp_s, ep_s, optimizer_s)
+    ep_a2a = _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.etp)
+    lm_head = compute.lm_head_s(w, tokens, d.tp, rates)
+
+    def on(layers: Any, last: Any) -> tuple[Any, Any, Any, Any]:
+        """(compute, TP, CP, EP) seconds per micro-batch of a rank holding `layers`."""
+        t = compute.microbatch_s(
+            layers * forward, layers * dense.kernels, rates, layers * recompute
+        )
+        t = t - layers * frozen_saving + np.where(last, lm_head, 0.0)
+        cp = parallel.cp_microbatch_s(
+            layers, cp_ag, cp_rs, (1 + compute.BACKWARD_FACTOR) * layers * core
+        )
+        ep = parallel.ep_microbatch_s(layers * ms, ep_a2a, opt.ep_overlap)
+        return t, layers * tp_layer, cp, ep
+
+    # the pipeline runs at the pace of its slowest rank: first, a middle one, or the last
+    # (which also runs the LM head and the loss)
+    ranks = [on(d.layers_first, d.pp <= 1), on(d.layers_mid, False), on(d.layers_last, True)]
+    totals = [sum(parts) for parts in ranks]
+    totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
+    slowest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+    parts = [np.choose(slowest, [r[i] for r in ranks]) for i in range(4)]
+    return StageTerms(parts[0], parts[1], parts[2], parts[3], optimizer_s)
 
 
 # --- pipeline ---------------------------------------------------------------------------------
@@ -382,58 +478,105 @@ class DataParallelTerms:
     """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
     dp_bytes_per_gpu: Any
     """Bytes each GPU sends for data parallelism per step (ring-equivalent)."""
+    hidden_s: Any
+    """Data-parallel communication hidden behind compute per step (it shares the SMs)."""
 
 
-def _ddp_s(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> tuple[Any, Any]:
-    """Exposed seconds and bytes of DDP / ZeRO-1/2: bucketed reduction behind backward."""
-    dense_b = d.dense_local_params * d.grad_bytes * d.trainable
-    expert_b = d.expert_local_params * d.grad_bytes * d.trainable
+def _grad_bytes(d: Dims) -> tuple[Any, Any]:
+    """Gradient bytes per GPU to reduce: (dense, routed experts)."""
+    return (
+        d.dense_local_params * d.grad_bytes * d.trainable,
+        d.expert_local_params * d.grad_bytes * d.trainable,
+    )
+
+
+def _ddp_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
+) -> tuple[Any, Any, Any]:
+    """DDP (ZeRO-0) and sharded optimizers (ZeRO-1/2): gradients all-reduced, or
+    reduce-scattered and the updated weights all-gathered, in buckets, once per step.
+    (exposed s, hidden s, bytes sent)."""
+    dense_b, expert_b = _grad_bytes(d)
+    sharded = d.zero >= 1
     ratio = topk_ratio(opt.compression)
+
+    def bucketed(op: Op, size: Any, ranks: Any, stride: Any) -> Any:
+        return data_parallel.bucketed_all_reduce_s(
+            size, opt.bucket_MiB, lambda b: _coll(op, b, ranks, cl, stride)
+        )
+
     if ratio is not None:
         kept = ratio * (d.dense_local_params + d.expert_local_params) * d.trainable
         sparse = kept * data_parallel.TOPK_BYTES_PER_ELEMENT
-        t_reduce = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
+        reduce_s = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
+        gather_s = np.zeros_like(reduce_s)
     else:
-        t_reduce = data_parallel.bucketed_all_reduce_s(
-            dense_b, opt.bucket_MiB, lambda size: _coll(Op.ALL_REDUCE, size, d.dp_cp, cl, d.tp)
-        ) + data_parallel.bucketed_all_reduce_s(
-            expert_b,
-            opt.bucket_MiB,
-            lambda size: _coll(Op.ALL_REDUCE, size, d.dp_expert, cl, d.tp * d.ep),
+        ar = bucketed(Op.ALL_REDUCE, dense_b, d.dp_cp, d.tp) + bucketed(
+            Op.ALL_REDUCE, expert_b, d.dp_expert, d.ep * d.etp
         )
-    window = (
-        data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v)
-        if opt.overlap
-        else np.zeros_like(stage.compute_s)
+        rs = bucketed(Op.REDUCE_SCATTER, dense_b, d.dp_cp, d.tp) + bucketed(
+            Op.REDUCE_SCATTER, expert_b, d.dp_expert, d.ep * d.etp
+        )
+        w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
+        ag = bucketed(Op.ALL_GATHER, d.dense_local_params * w_b, d.dp_cp, d.tp) + bucketed(
+            Op.ALL_GATHER, d.expert_local_params * w_b, d.dp_expert, d.ep * d.etp
+        )
+        reduce_s, gather_s = np.where(sharded, rs, ar), np.where(sharded, ag, 0.0)
+    exposed = data_parallel.zero12_exposed_s(
+        reduce_s,
+        gather_s,
+        data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v),
+        data_parallel.FORWARD_SHARE * stage.compute_s,
+        data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b),
+        overlap_grad_reduce=flags[0],
+        overlap_param_gather=flags[1],
     )
-    last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
-    exposed = np.where(d.dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
+    exposed = np.where(d.dp_cp > 1, exposed, 0.0)
+    total = np.where(d.dp_cp > 1, reduce_s + gather_s, 0.0)
     share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
-    return exposed, 2 * (share * dense_b + share_e * expert_b)
+    return exposed, total - exposed, 2 * (share * dense_b + share_e * expert_b)
 
 
-def _fsdp_s(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> tuple[Any, Any]:
-    """FSDP / ZeRO-3: per micro-batch, all-gather the stage's weights for forward and again
-    for backward (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients."""
-    dense_b = d.dense_local_params * d.grad_bytes * d.trainable
-    expert_b = d.expert_local_params * d.grad_bytes * d.trainable
-    w_dense = d.dense_local_params * memory.WEIGHT_BYTES
-    w_exp = d.expert_local_params * memory.WEIGHT_BYTES
-    per_mb = (
-        2
-        * (
-            _coll(Op.ALL_GATHER, w_dense, d.dp_cp, cl, d.tp)
-            + _coll(Op.ALL_GATHER, w_exp, d.dp_expert, cl, d.tp * d.ep)
+def _fsdp_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
+) -> tuple[Any, Any, Any]:
+    """FSDP / ZeRO-3: per micro-batch, all-gather the stage's weights for forward and, when
+    they were freed after forward, again for backward (each GPU holds 1/(dp·cp)), and
+    reduce-scatter the gradients (every micro-batch, or once per step); prefetched layer by
+    layer behind compute. (exposed s, hidden s, bytes sent)."""
+    behaviour = data_parallel.STACKS[opt.stack]
+    reshard = (
+        behaviour.reshard_after_forward
+        if opt.reshard_after_forward is None
+        else opt.reshard_after_forward
+    )
+    gathers = 2.0 if reshard else 1.0
+    dense_b, expert_b = _grad_bytes(d)
+    w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
+    w_dense, w_exp = d.dense_local_params * w_b, d.expert_local_params * w_b
+    gather = _coll(Op.ALL_GATHER, w_dense, d.dp_cp, cl, d.tp) + _coll(
+        Op.ALL_GATHER, w_exp, d.dp_expert, cl, d.ep * d.etp
+    )
+    scatter = _coll(Op.REDUCE_SCATTER, dense_b, d.dp_cp, cl, d.tp) + _coll(
+        Op.REDUCE_SCATTER, expert_b, d.dp_expert, cl, d.ep * d.etp
+    )
+    every = behaviour.reduce_every_microbatch
+    per_mb = gathers * gather + (scatter if every else 0.0)
+    window = np.where(flags[1], stage.compute_s, 0.0)
+    exposed = data_parallel.fsdp_exposed_s(per_mb, window, d.layers_ps, d.m)
+    if not every:  # one reduce-scatter per step, behind the last backward
+        exposed = exposed + np.where(
+            flags[0],
+            np.maximum(scatter - data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v), 0),
+            scatter,
         )
-        + _coll(Op.REDUCE_SCATTER, dense_b, d.dp_cp, cl, d.tp)
-        + _coll(Op.REDUCE_SCATTER, expert_b, d.dp_expert, cl, d.tp * d.ep)
-    )
-    exposed = data_parallel.fsdp_exposed_s(
-        per_mb, stage.compute_s if opt.overlap else 0.0, d.layers_ps, d.m
-    )
+    total = d.m * per_mb + (0.0 if every else scatter)
     share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
-    sent = d.m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
-    return exposed, sent
+    reductions = d.m if every else 1.0
+    sent = d.m * gathers * (share * w_dense + share_e * w_exp) + reductions * (
+        share * dense_b + share_e * expert_b
+    )
+    return exposed, total - exposed, sent
 
 
 def _outer_s(
@@ -456,12 +599,21 @@ def _outer_s(
 
 
 def _data_parallel(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> DataParallelTerms:
-    ddp_s, ddp_bytes = _ddp_s(cl, d, opt, stage)
-    fsdp_s, fsdp_bytes = _fsdp_s(cl, d, opt, stage)
-    inner_s = np.where(d.zero >= 3, fsdp_s, ddp_s)
+    flags = data_parallel.overlap_flags(
+        opt.stack,
+        d.zero,
+        overlap=opt.overlap,
+        grad_reduce=opt.overlap_grad_reduce,
+        param_gather=opt.overlap_param_gather,
+    )
+    ddp_s, ddp_hidden, ddp_bytes = _ddp_s(cl, d, opt, stage, flags)
+    fsdp_s, fsdp_hidden, fsdp_bytes = _fsdp_s(cl, d, opt, stage, flags)
+    fsdp = d.zero >= 3
+    inner_s = np.where(fsdp, fsdp_s, ddp_s)
     outer_s, outer_bytes = _outer_s(cl, d, opt, stage, inner_s)
-    sent = np.where(d.zero >= 3, fsdp_bytes, ddp_bytes) + outer_bytes
-    return DataParallelTerms(inner_s + outer_s, outer_s, sent)
+    sent = np.where(fsdp, fsdp_bytes, ddp_bytes) + outer_bytes
+    hidden = np.where(fsdp, fsdp_hidden, ddp_hidden)
+    return DataParallelTerms(inner_s + outer_s, outer_s, sent, hidden)
 
 
 # --- the step ---------------------------------------------------------------------------------
@@ -670,6 +822,7 @@ def _metrics(
         "pp": d.pp,
         "cp": d.cp,
         "ep": d.ep,
+        "etp": d.etp,
         "dp": d.dp,
         "zero": d.zero,
         "micro_batch": d.mb,

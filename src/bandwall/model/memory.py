@@ -68,11 +68,12 @@ def state_bytes(
     trainable_fraction: float = 1.0,
     offload_optimizer: bool = False,
     outer_state_on_gpu: bool = True,
+    weight_bytes: float = WEIGHT_BYTES,
 ) -> tuple[Any, Any, Any]:
     """Weights, gradients and optimizer state per GPU under ZeRO stage `zero` (sharded over
     `dp`, the data × context-parallel ranks). Frozen weights (LoRA) keep no gradient and no
     optimizer state; an offloaded optimizer keeps its state in host memory (ZeRO-Offload,
-    Ren et al. 2021)."""
+    Ren et al. 2021). fp8 weights (`weight_bytes` 1) halve the weight copy."""
 
     def sharded(on: Any) -> Any:
         return np.where(
@@ -81,7 +82,7 @@ def state_bytes(
             dense_params_local + expert_params_local,
         )
 
-    weights = WEIGHT_BYTES * sharded(zero >= 3)
+    weights = weight_bytes * sharded(zero >= 3)
     grads = grad_bytes_per_param * trainable_fraction * sharded(zero >= 2)
     optimizer = ADAM_BYTES_PER_PARAM * trainable_fraction * sharded(zero >= 1)
     if offload_optimizer:
@@ -158,8 +159,16 @@ def transformer_activation_bytes(
     *,
     sequence_parallel: bool,
     flash_attention: bool,
+    stage_layers: Any = None,
+    in_flight: Any = None,
+    with_logits: bool = True,
+    full_share: Any = None,
 ) -> tuple[Any, Any]:
-    """Activation bytes on the first stage and the share of layers fully recomputed.
+    """Activation bytes on one pipeline stage and the share of its layers fully recomputed.
+
+    The stage holds `stage_layers` layers (default ceil(layers/pp), the first stage of an even
+    split) and `in_flight` micro-batches (default min(pp, micro-batches): the first 1F1B
+    stage; the last holds 1), and the fp32 logits when it is the last stage (`with_logits`).
 
     Per token per layer: the selective set (everything but the attention scores; Korthikanti
     et al. 2022 eq. 5), the full-recompute set (only the layer input), or with no
@@ -186,9 +195,19 @@ def transformer_activation_bytes(
         Recompute.NONE: selective + scores,
     }
     interleave = np.where(virtual_stages > 1, 1 + (pp - 1) / (pp * virtual_stages), 1.0)
-    in_flight = np.minimum(pp, np.maximum(micro_batches, 1.0)) * np.ceil(w.layers / pp)
-    tokens_layers = micro_batch * seq / cp * in_flight * interleave
-    logits = micro_batch * seq * w.vocab * LOGIT_BYTES / (tp * cp)
+    if in_flight is None:
+        in_flight = np.minimum(pp, np.maximum(micro_batches, 1.0))
+    if stage_layers is None:
+        stage_layers = np.ceil(w.layers / pp)
+    tokens_layers = micro_batch * seq / cp * in_flight * stage_layers * interleave
+    logits = micro_batch * seq * w.vocab * LOGIT_BYTES / (tp * cp) if with_logits else 0.0
+    if recompute is Recompute.FULL and full_share is not None:
+        # only some layers recomputed (Megatron --recompute-num-layers): the others keep the
+        # selective set
+        sel = per_tok[Recompute.SELECTIVE] * tokens_layers
+        low = per_tok[Recompute.FULL] * tokens_layers
+        share = np.clip(full_share, 0.0, 1.0) + 0.0 * sel
+        return sel - share * (sel - low) + logits, share
     if recompute is Recompute.AUTO:
         sel = per_tok[Recompute.SELECTIVE] * tokens_layers
         low = per_tok[Recompute.FULL] * tokens_layers

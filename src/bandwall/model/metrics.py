@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from bandwall.model.layout import Mitigation, Recompute, Schedule
+from bandwall.model.vocab import Stack
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -94,11 +95,27 @@ class StepOptions:
     outer_compression: str = "none"
     outer_overlap: bool = False
     outer_state_on_cpu: bool = False
+    batch_follows_layout: bool = False
+    """`global_batch` is a target: each layout rounds it to a multiple of dp × micro-batch (the
+    default batch; a batch the user gives is kept and must divide)."""
+    stack: Stack = Stack.MEGATRON
+    overlap_grad_reduce: bool | None = None
+    """None: the stack's default (`data_parallel.STACKS`)."""
+    overlap_param_gather: bool | None = None
+    reshard_after_forward: bool | None = None
+    fp8_recipe: str | None = None
+    fp8_weights: bool = False
+    recompute_layers: int | None = None
+    """Layers per model chunk fully recomputed (with Recompute.FULL); None: all."""
+    cuda_graphs: bool = False
+    compile: bool = False
+    pp_first_stage_layers: int | None = None
+    pp_last_stage_layers: int | None = None
 
 
 #: Metrics that are whole numbers for a valid layout (printed and serialised as integers).
 COUNT_FIELDS = frozenset(
-    {"gpus", "tp", "pp", "cp", "ep", "dp", "zero", "micro_batch", "micro_batches"}
+    {"gpus", "tp", "pp", "cp", "ep", "etp", "dp", "zero", "micro_batch", "micro_batches"}
     | {"virtual_stages", "global_batch", "rule"}
 )
 
@@ -116,6 +133,7 @@ class Metrics:
     pp: FloatArray
     cp: FloatArray
     ep: FloatArray
+    etp: FloatArray
     dp: FloatArray
     zero: FloatArray
     micro_batch: FloatArray

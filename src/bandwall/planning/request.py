@@ -550,7 +550,7 @@ def field_meta(name: str) -> dict[str, Any]:
 
 
 VECTOR_FIELDS = tuple(n for n in PlanRequest.model_fields if field_meta(n).get("vector"))
-LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "etp", "zero", "micro_batch", "virtual_stages")
 
 
 def config_error(exc: ValidationError) -> ConfigError:

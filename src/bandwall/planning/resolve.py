@@ -38,8 +38,12 @@ def resolve_workload(req: PlanRequest) -> Workload:
                 "experts",
                 "top_k",
                 "gated_mlp",
+                "moe_ffn",
+                "shared_experts",
+                "dense_layers",
             )
         }
+        dims["head_size"] = req.head_dim
         return custom_transformer(**dims)
     w = get_workload(req.model)
     if req.seq_len and isinstance(w, Transformer):
