@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
 from bandwall.model.layout import LayoutArrays, Recompute, Rule, check_layouts
 from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
+from bandwall.model.vocab import Stack
 from bandwall.workloads import Transformer, Workload
 
 __all__ = [
@@ -245,13 +247,19 @@ class MemoryTerms:
     grads_bytes: Any
     optimizer_bytes: Any
     activations_bytes: Any
+    """Kept between forward and backward for the micro-batches in flight (with allocator
+    overhead)."""
+    transient_bytes: Any
+    """Alive only at the backward peak: a layer rebuilt and its gradients, the logits at the
+    loss, FSDP's gathered layers (with allocator overhead)."""
     capacity_bytes: float
     recompute_share: Any
     """Share of layers fully recomputed (AUTO recomputation)."""
 
     @property
     def total_bytes(self) -> Any:
-        return self.weights_bytes + self.grads_bytes + self.optimizer_bytes + self.activations_bytes
+        static = self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+        return static + self.activations_bytes + self.transient_bytes
 
 
 def _recompute_share(w: Workload, d: Dims, opt: StepOptions) -> Any:
@@ -279,8 +287,10 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
     if not isinstance(w, Transformer):
         acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
-        return MemoryTerms(weights, grads, optimizer, acts, capacity, np.zeros_like(static))
+        zero = np.zeros_like(static)
+        return MemoryTerms(weights, grads, optimizer, acts, zero, capacity, zero)
     full_share = _recompute_share(w, d, opt)
+    selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
 
     def stage(layers: Any, in_flight: Any, logits: Any) -> tuple[Any, Any]:
         return memory.transformer_activation_bytes(
@@ -300,6 +310,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
             in_flight=in_flight,
             with_logits=logits,
             full_share=full_share,
+            selective_op=selective_op,
         )
 
     # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
@@ -308,9 +319,33 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     first, share_f = stage(d.layers_first, in_flight, False)
     mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False)
     last, share_l = stage(d.layers_last, 1.0, True)
-    acts = np.maximum(np.maximum(first, np.where(d.pp > 2, mid, 0.0)), last)
     share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
-    return MemoryTerms(weights, grads, optimizer, acts, capacity, share)
+    work = partial(
+        memory.working_set_bytes, w, d.tp, d.cp, d.mb, sequence_parallel=opt.sequence_parallel
+    )
+    layer_params = (d.dense_local_params + d.expert_local_params) / np.maximum(d.layers_ps, 1.0)
+    w_bytes = 1.0 if opt.fp8_weights else memory.WEIGHT_BYTES
+    fsdp = memory.fsdp_transient_bytes(layer_params, d.zero, w_bytes, d.grad_bytes)
+    # ZeRO-3 that keeps gathered weights between forward and backward, or accumulates
+    # unsharded gradients over the micro-batches, holds the whole stage's copy
+    reshard, every = _fsdp_behaviour(d, opt)
+    stage_params = d.dense_local_params + d.expert_local_params
+    unsharded = (
+        (d.zero >= 3)
+        * stage_params
+        * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
+    )
+    weights = weights + unsharded
+    # the fullest rank: kept activations and the backward peak, first, middle or last
+    kept = [first, mid, last]
+    peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
+    totals = [k + t for k, t in zip(kept, peak, strict=True)]
+    totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
+    fullest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+    over = memory.ALLOCATOR_OVERHEAD
+    acts = over * np.choose(fullest, np.broadcast_arrays(*kept))
+    transient = over * (np.choose(fullest, np.broadcast_arrays(*peak)) + fsdp)
+    return MemoryTerms(weights, grads, optimizer, acts, transient, capacity, share)
 
 
 # --- one pipeline stage's micro-batch -----------------------------------------------------------
@@ -537,6 +572,20 @@ def _ddp_s(
     return exposed, total - exposed, 2 * (share * dense_b + share_e * expert_b)
 
 
+def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:
+    """(reshard after forward, reduce-scatter every micro-batch) per layout for ZeRO-3. Under
+    pipeline parallelism torchtitan keeps the gathered weights between forward and backward
+    (its default reshard policy) and the pipeline schedule syncs gradients only after the
+    last micro-batch (torch.distributed.pipelining)."""
+    b = data_parallel.STACKS[opt.stack]
+    piped = (d.pp > 1) & (opt.stack is Stack.FSDP2)
+    reshard = np.where(piped, False, b.reshard_after_forward)
+    if opt.reshard_after_forward is not None:
+        reshard = np.full(np.shape(piped), opt.reshard_after_forward)
+    every = np.where(piped, False, b.reduce_every_microbatch)
+    return reshard, every
+
+
 def _fsdp_s(
     cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
 ) -> tuple[Any, Any, Any]:
@@ -544,13 +593,8 @@ def _fsdp_s(
     they were freed after forward, again for backward (each GPU holds 1/(dp·cp)), and
     reduce-scatter the gradients (every micro-batch, or once per step); prefetched layer by
     layer behind compute. (exposed s, hidden s, bytes sent)."""
-    behaviour = data_parallel.STACKS[opt.stack]
-    reshard = (
-        behaviour.reshard_after_forward
-        if opt.reshard_after_forward is None
-        else opt.reshard_after_forward
-    )
-    gathers = 2.0 if reshard else 1.0
+    reshard, every = _fsdp_behaviour(d, opt)
+    gathers = np.where(reshard, 2.0, 1.0)
     dense_b, expert_b = _grad_bytes(d)
     w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
     w_dense, w_exp = d.dense_local_params * w_b, d.expert_local_params * w_b
@@ -560,19 +604,19 @@ def _fsdp_s(
     scatter = _coll(Op.REDUCE_SCATTER, dense_b, d.dp_cp, cl, d.tp) + _coll(
         Op.REDUCE_SCATTER, expert_b, d.dp_expert, cl, d.ep * d.etp
     )
-    every = behaviour.reduce_every_microbatch
-    per_mb = gathers * gather + (scatter if every else 0.0)
+    per_mb = gathers * gather + np.where(every, scatter, 0.0)
     window = np.where(flags[1], stage.compute_s, 0.0)
     exposed = data_parallel.fsdp_exposed_s(per_mb, window, d.layers_ps, d.m)
-    if not every:  # one reduce-scatter per step, behind the last backward
-        exposed = exposed + np.where(
-            flags[0],
-            np.maximum(scatter - data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v), 0),
-            scatter,
-        )
-    total = d.m * per_mb + (0.0 if every else scatter)
+    # otherwise one reduce-scatter per step, behind the last backward
+    once = np.where(
+        flags[0],
+        np.maximum(scatter - data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v), 0),
+        scatter,
+    )
+    exposed = exposed + np.where(every, 0.0, once)
+    total = d.m * per_mb + np.where(every, 0.0, scatter)
     share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
-    reductions = d.m if every else 1.0
+    reductions = np.where(every, d.m, 1.0)
     sent = d.m * gathers * (share * w_dense + share_e * w_exp) + reductions * (
         share * dense_b + share_e * expert_b
     )
@@ -855,6 +899,7 @@ def _metrics(
         "memory_grads_bytes": mem.grads_bytes,
         "memory_optimizer_bytes": mem.optimizer_bytes,
         "memory_activations_bytes": mem.activations_bytes,
+        "memory_transient_bytes": mem.transient_bytes,
         "memory_capacity_bytes": mem.capacity_bytes,
         "recompute_share": mem.recompute_share,
         "mtbf_s": run.mtbf_s,

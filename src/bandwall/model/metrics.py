@@ -175,6 +175,10 @@ class Metrics:
     memory_grads_bytes: FloatArray
     memory_optimizer_bytes: FloatArray
     memory_activations_bytes: FloatArray
+    """Activations kept between forward and backward (micro-batches in flight)."""
+    memory_transient_bytes: FloatArray
+    """Alive only at the backward peak: a layer rebuilt and its gradients, logits at the loss,
+    FSDP's gathered layers."""
     memory_capacity_bytes: FloatArray
     """Usable device memory."""
     recompute_share: FloatArray

@@ -147,6 +147,21 @@ def _model_fields(row: dict[str, str]) -> dict[str, Any]:
     return fields
 
 
+def _micro_batch(row: dict[str, str], stack: str) -> int:
+    """The row's micro-batch, or the stack's default when the source gives none: torchtitan
+    pipelines micro-batches of 1 (pipeline_parallel_microbatch_size) and otherwise runs the
+    whole local batch at once (no accumulation); Megatron-style launch scripts of the sources
+    here use 1."""
+    given = _int(row, "micro_batch")
+    if given:
+        return given
+    pp, gb = _int(row, "pp") or 1, _int(row, "global_batch") or 1
+    dp = _int(row, "dp") or 1
+    if stack == "fsdp2" and pp == 1:
+        return max(gb // dp, 1)
+    return 1
+
+
 def request_for_run(row: dict[str, str]) -> PlanRequest:
     """The plan request that reproduces one published run (layout fixed as published)."""
     stack, zero = STACKS.get(_cell(row, "stack"), ("megatron", 1))
@@ -171,7 +186,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "etp": _int(row, "etp") or (tp if (_int(row, "experts") or 1) > 1 else 1),
         "virtual_stages": _int(row, "virtual_stages") or 1,
         "zero": _int(row, "zero") if _cell(row, "zero") else zero,
-        "micro_batch": _int(row, "micro_batch"),
+        "micro_batch": _micro_batch(row, stack),
         "global_batch": _int(row, "global_batch"),
         "precision": "fp8" if fp8 else "bf16",
         "fp8_recipe": _fp8_recipe(_cell(row, "fp8_recipe")) if fp8 else None,
