@@ -432,9 +432,18 @@ def _transformer_stage(
     forward = mix(dense.forward_s, moe.forward_s)
     gemm_fwd = mix(dense.gemm_s, moe.gemm_s)
     core = mix(dense.attention_core_s, moe.attention_core_s)
-    # full recomputation reruns the forward of its share of layers; selective reruns the
-    # attention core (free with FlashAttention, whose backward recomputes it anyway)
-    selective = 0.0 if opt.flash_attention else core
+    # full recomputation reruns the forward of its share of layers. Selective: Megatron
+    # reruns the attention core (without FlashAttention the unfused scores; with it the
+    # kernel's forward, as TransformerEngine's checkpointed core attention does); torchtitan's
+    # op-level policy reruns every other matmul and the element-wise kernels. AUTO keeps
+    # what fits without rerunning anything (FlashAttention stores no scores).
+    if opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
+        rerun = memory.op_sac_recomputed_gemm_share(w)
+        selective = rerun * gemm_fwd + mix(dense.elementwise_s, moe.elementwise_s)
+    elif opt.recompute is Recompute.SELECTIVE or not opt.flash_attention:
+        selective = core
+    else:
+        selective = 0.0
     share = mem.recompute_share
     recompute = share * forward + np.where(
         opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective

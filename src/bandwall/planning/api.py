@@ -300,10 +300,16 @@ def evaluate_points(
         best = np.argmin(key, axis=-1)
         none = ~feasible.any(axis=-1)
         if np.any(none):
+            # nothing fits outright: the fastest valid layout within the memory model's error
+            # (`plan` prices it with a note), else the valid one needing the least memory, else
+            # the one that got furthest through the layout rules
             valid = np.broadcast_to(m.valid, shape)
             mem = np.where(valid, np.broadcast_to(m.memory_bytes, shape), np.inf)
+            cap = np.broadcast_to(m.memory_capacity_bytes, shape) * (1 + MEMORY_TOLERANCE)
+            near = np.where(valid & (mem <= cap), step, np.inf)
             furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=-1)
             fallback = np.where(valid.any(axis=-1), np.argmin(mem, axis=-1), furthest)
+            fallback = np.where(np.isfinite(near).any(axis=-1), np.argmin(near, axis=-1), fallback)
             best = np.where(none, fallback, best)
         feasible_count += int(feasible.sum())
         index = best[..., None]
@@ -564,7 +570,7 @@ def plan(req: PlanRequest) -> Plan:
         raise error
     tolerated = (
         not row["fits"]
-        and not search.searched
+        and row["valid"]
         and row["memory_bytes"] <= row["memory_capacity_bytes"] * (1 + MEMORY_TOLERANCE)
     )
     if not row["fits"] and not tolerated:

@@ -182,8 +182,9 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "pp": _int(row, "pp") or 1,
         "cp": _int(row, "cp") or 1,
         "ep": _int(row, "ep") or 1,
-        # Megatron's default expert TP is the dense TP (--expert-tensor-parallel-size unset)
-        "etp": _int(row, "etp") or (tp if (_int(row, "experts") or 1) > 1 else 1),
+        # the MoE rows are Megatron-Bridge recipes (expert_tensor_parallel_size=1: experts
+        # folded over tp x dp) and DeepSeek-V3 (no TP)
+        "etp": _int(row, "etp") or 1,
         "virtual_stages": _int(row, "virtual_stages") or 1,
         "zero": _int(row, "zero") if _cell(row, "zero") else zero,
         "micro_batch": _micro_batch(row, stack),
