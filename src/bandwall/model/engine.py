@@ -19,7 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from bandwall.model import compute, cost, data_parallel, faults, memory, parallel, pipeline
+from bandwall.model import (
+    calibration,
+    compute,
+    cost,
+    data_parallel,
+    faults,
+    memory,
+    parallel,
+    pipeline,
+)
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
@@ -931,6 +940,18 @@ def _metrics(
         "cost_usd": run.gpu_cost_usd + run.egress_usd,
         "failure_cost_usd": cost.gpu_hours(d.n, run.wall_s - run.ideal_s) * d.price,
         **used,
+    }
+    # ranges from the model's error on published runs of the same class (model/calibration)
+    low, high = calibration.step_range_factors(cl.precision.value, d.moe_share > 0)
+    values |= {
+        "step_time_s_p10": s * low,
+        "step_time_s_p90": s * high,
+        "mfu_p10": values["mfu"] / high,
+        "mfu_p90": values["mfu"] / low,
+        "time_to_train_s_p10": run.wall_s * low,
+        "time_to_train_s_p90": run.wall_s * high,
+        "cost_usd_p10": run.gpu_cost_usd * low + run.egress_usd,
+        "cost_usd_p90": run.gpu_cost_usd * high + run.egress_usd,
     }
     shape = np.shape(s)
     return Metrics(**{k: np.broadcast_to(np.asarray(v), shape) for k, v in values.items()})

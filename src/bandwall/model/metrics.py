@@ -146,6 +146,10 @@ class Metrics:
     valid: npt.NDArray[np.bool_]
     fits: npt.NDArray[np.bool_]
     step_time_s: FloatArray
+    step_time_s_p10: FloatArray
+    """10th percentile of the step time: the model's error on published runs of this class
+    (precision, dense/MoE; model/calibration.py). Every range below is drawn the same way."""
+    step_time_s_p90: FloatArray
     compute_s: FloatArray
     exposed_comm_s: FloatArray
     dp_s: FloatArray
@@ -164,6 +168,8 @@ class Metrics:
     """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
     mfu: FloatArray
     """Model FLOPs per second over the dense peak of all GPUs."""
+    mfu_p10: FloatArray
+    mfu_p90: FloatArray
     tflops_per_gpu: FloatArray
     tokens_per_s: FloatArray
     samples_per_s: FloatArray
@@ -201,12 +207,16 @@ class Metrics:
     eval_time_s: FloatArray
     """Evaluation passes over the whole run (included in ideal_time_s)."""
     time_to_train_s: FloatArray
+    time_to_train_s_p10: FloatArray
+    time_to_train_s_p90: FloatArray
     gpu_hours: FloatArray
     price_per_gpu_hour_usd: FloatArray
     gpu_cost_usd: FloatArray
     egress_bytes: FloatArray
     egress_usd: FloatArray
     cost_usd: FloatArray
+    cost_usd_p10: FloatArray
+    cost_usd_p90: FloatArray
     failure_cost_usd: FloatArray
     """What failures add to the cost: (time to train − ideal time) × GPUs × price."""
     power_W_per_gpu: FloatArray
