@@ -12,6 +12,7 @@ reported, never used.
 from __future__ import annotations
 
 import argparse
+import importlib
 import math
 import re
 import statistics
@@ -98,8 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     print("residuals (fit):", table)
     if args.write:
         write_table(table)
+        importlib.reload(calibration)
         print(f"wrote {CALIBRATION_PY}")
-    if calibration.STEP_RESIDUALS == table:
+    if table == calibration.STEP_RESIDUALS:
         print(
             f"p10-p90 coverage: fit {coverage(fit):.0%}, held out {coverage(held):.0%} "
             "(80% expected)"
