@@ -60,9 +60,9 @@ class GpuPerf(BaseModel):
 #: Columns of catalog/data/kernel_bench.csv, the public kernel microbenchmarks the kernel model
 #: is validated against (each row with its source and date).
 KERNEL_BENCH_COLUMNS = (
-    "id kind gpu kernel dtype pass m n k batch heads seq head_dim causal power_cap_W tdp_W "
-    "measured unit role source as_of"
-).split()
+    "id", "kind", "gpu", "kernel", "dtype", "pass", "m", "n", "k", "batch", "heads", "seq",
+    "head_dim", "causal", "power_cap_W", "tdp_W", "measured", "unit", "role", "source", "as_of",
+)  # fmt: skip
 
 
 class KernelBenchmark(BaseModel):

@@ -18,7 +18,7 @@ from bandwall.model.compute.attention import (
     kv_cache_attention_s,
 )
 from bandwall.model.compute.elementwise import FP8_RECIPES
-from bandwall.model.compute.gemm import gemm_time_s, gemm_tflops, gemv_time_s
+from bandwall.model.compute.gemm import gemm_tflops, gemm_time_s, gemv_time_s
 from bandwall.model.compute.layer import LayerCost, LayerShape, transformer_layer
 from bandwall.model.compute.rates import (
     GpuRates,

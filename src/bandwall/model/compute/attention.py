@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from bandwall.model.compute.rates import GpuRates
 
 #: Key block of the FlashAttention kernels (FA2 kBlockN 128 for d ≤ 128; FA3 hopper/tile_size.h).
@@ -75,7 +73,9 @@ def attention_efficiency(
 ) -> Any:
     """Share of the bf16 peak one FlashAttention pass reaches (see the module docstring)."""
     kern = kernel or rates.attention_kernel
-    key_arch = arch or KERNEL_ARCH[kern]
+    key_arch = arch or (
+        rates.arch if (kern, rates.arch, pass_) in ATTENTION_PARAMS else KERNEL_ARCH[kern]
+    )
     eta, d0, s0 = ATTENTION_PARAMS[(kern, key_arch, pass_)]
     d, s = head_dim, kv_len
     s_e = s * (0.5 if causal else 1.0)

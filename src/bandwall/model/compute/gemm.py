@@ -43,6 +43,9 @@ SPLIT_K_PARTIAL_BYTES = 4.0
 #: TensorRT-LLM's kernels are taken at the same share (no public microbenchmark found; an
 #: estimate, to revisit with serving's validation).
 WEIGHT_STREAM_SHARE = {"bf16": 1.0, "fp16": 1.0, "fp8": 1.0, "int8": 0.97, "int4": 0.97}
+#: Rows below which a GEMM runs as a memory-bound GEMV kernel (cuBLAS gemv / TensorRT-LLM
+#: weight-only GEMV for batch < 16; Marlin's batch 1-16 plateau).
+GEMV_MAX_M = 16
 WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 
 
@@ -116,5 +119,7 @@ def gemv_time_s(
     wb = WEIGHT_BYTES[weights]
     stream = count * (wb * k * n + 2.0 * m * (k + n))
     bw = rates.stream_Bps * WEIGHT_STREAM_SHARE[weights]
-    compute = gemm_compute_s(m, n, k, rates, fp8=weights == "fp8", count=count)
+    # below GEMV_MAX_M rows cuBLAS/TRT-LLM run CUDA-core GEMV kernels, not padded MMA tiles
+    tiles = gemm_compute_s(m, n, k, rates, fp8=weights == "fp8", count=count)
+    compute = np.where(np.asarray(m) < GEMV_MAX_M, 0.0, tiles)
     return np.maximum(compute, stream / bw) + rates.kernel_gpu_s

@@ -32,7 +32,10 @@ WGRAD_OUT_BYTES = 8.0
 
 def _num(x: Any) -> Any:
     """Python floats for 0-d inputs (scalar arithmetic is ~20x cheaper than 0-d numpy)."""
-    return float(x) if np.ndim(x) == 0 else np.asarray(x, dtype=np.float64)
+    if isinstance(x, float | int | np.floating | np.integer):
+        return float(x)
+    arr = np.asarray(x, dtype=np.float64)
+    return float(arr) if arr.ndim == 0 else arr
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,8 @@ def _gemms(
     """(fprop, dgrad, wgrad, flops, fp8 weight params, fp8 output-gradient elements,
     kernels, fp8 names) of all linears, priced in one vectorised GEMM call."""
     names, coef, flags, out_b = _gemm_table(w, moe_layer, fp8)
+    if isinstance(s.tokens, float) and isinstance(s.tp, float) and isinstance(s.ep, float):
+        return _gemms_scalar(w, s.tokens, s.tp, s.ep, rates, moe_layer, fp8)
     T, tp, ep = (np.asarray(x, dtype=np.float64) for x in (s.tokens, s.tp, s.ep))
     T, tp, ep = T[None], tp[None], ep[None]
     nd = max(T.ndim, tp.ndim, ep.ndim)
@@ -184,16 +189,80 @@ def _gemms(
     kk = np.concatenate((k, n, m))
     cc = np.concatenate((cnt, cnt, cnt))
     shape = (len(flags),) + (1,) * (nd - 1)
-    t = gemm_time_s(mm, nn, kk, rates, fp8=flags.reshape(shape), count=cc,
-                    out_bytes=out_b.reshape(shape))
+    t = gemm_time_s(
+        mm, nn, kk, rates, fp8=flags.reshape(shape), count=cc, out_bytes=out_b.reshape(shape)
+    )
     g = len(names)
     flops = 6.0 * (m * n * k * cnt).sum(axis=0)
-    f8 = flags[:g].reshape((g,) + shape[1:])
+    f8 = flags[:g].reshape((g, *shape[1:]))
     weights = (n * k * cnt * f8).sum(axis=0)
     grads = (m * n * cnt * f8).sum(axis=0)
     fp8_names = tuple(sorted(nm for nm, fl in zip(names, flags[:g], strict=True) if fl))
-    return (t[:g].sum(axis=0), t[g : 2 * g].sum(axis=0), t[2 * g :].sum(axis=0), flops,
-            weights, grads, float(g), fp8_names)
+    return (
+        t[:g].sum(axis=0),
+        t[g : 2 * g].sum(axis=0),
+        t[2 * g :].sum(axis=0),
+        flops,
+        weights,
+        grads,
+        float(g),
+        fp8_names,
+    )
+
+
+@lru_cache(maxsize=1024)
+def _scalar_shapes(
+    w: Transformer, moe_layer: bool, fp8: bool, tp: float, ep: float
+) -> tuple[np.ndarray, ...]:
+    """For one (tp, ep): the stacked fprop/dgrad/wgrad shapes as M = a·T + b, N, K = c·T + d,
+    count, plus per-linear N·K·count and N·count (T: tokens, the only per-call input)."""
+    names, coef, flags, out_b = _gemm_table(w, moe_layer, fp8)
+    m_t = coef[0] * ep ** coef[1]  # M per token
+    n = coef[2] / tp ** coef[3]
+    k = coef[4] / tp ** coef[5]
+    cnt = coef[6] / ep ** coef[7]
+    zero = np.zeros_like(n)
+    a = np.concatenate((m_t, m_t, zero))
+    b = np.concatenate((zero, zero, k))
+    nn = np.concatenate((n, k, n))
+    c = np.concatenate((zero, zero, m_t))
+    d = np.concatenate((k, n, zero))
+    cc = np.concatenate((cnt, cnt, cnt))
+    f8 = flags[: len(names)]
+    return a, b, nn, c, d, cc, flags, out_b, m_t * n * k * cnt, n * k * cnt * f8, m_t * n * cnt * f8
+
+
+def _gemms_scalar(
+    w: Transformer, T: float, tp: float, ep: float, rates: GpuRates, moe_layer: bool, fp8: bool
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, tuple[str, ...]]:
+    """`_gemms` for one layout: the shapes come from a cache keyed by (tp, ep)."""
+    names = _gemm_table(w, moe_layer, fp8)[0]
+    a, b, nn, c, d, cc, flags, out_b, mnk, wts, grd = _scalar_shapes(w, moe_layer, fp8, tp, ep)
+    t = gemm_time_s(a * T + b, nn, c * T + d, rates, fp8=flags, count=cc, out_bytes=out_b)
+    g = len(names)
+    per = t.reshape(3, g).sum(axis=1)
+    fp8_names = tuple(sorted(nm for nm, fl in zip(names, flags[:g], strict=True) if fl))
+    return (
+        float(per[0]),
+        float(per[1]),
+        float(per[2]),
+        6.0 * T * float(mnk.sum()),
+        float(wts.sum()),
+        T * float(grd.sum()),
+        float(g),
+        fp8_names,
+    )
+
+
+@lru_cache(maxsize=64)
+def _memory_kernels(launch_mode: str, act: str, moe_layer: bool) -> tuple[float, float]:
+    """Memory-bound kernels per layer (forward, backward): two norms and two residual adds,
+    RoPE, the activation, and the MoE permutes."""
+    table = kernel_table(launch_mode)
+    names = ["norm", "norm", "residual", "residual", "rope", act]
+    if moe_layer:
+        names.append("permute")
+    return float(sum(table[k][2] for k in names)), float(sum(table[k][3] for k in names))
 
 
 def transformer_layer(
@@ -212,14 +281,14 @@ def transformer_layer(
     bf16: only the linear layers' fprop/dgrad/wgrad run in fp8 (router, attention and the LM
     head stay bf16), and the casts they need are priced as memory-bound passes.
     """
-    s = LayerShape(*(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp,
-                                          shape.ep)))
+    s = LayerShape(
+        *(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp, shape.ep))
+    )
     h = float(w.hidden)
     hq = float(w.heads * w.head_dim)
     kv = float(w.kv_dim)
     seq = float(w.seq_len)
     tp, T = s.tp, s.tokens
-    gate = 2.0 if w.gated_mlp else 1.0
     fprop, dgrad, wgrad, gemm_flops, fp8_weights, fp8_grads, n_gemm, fp8_names = _gemms(
         w, s, rates, moe_layer, bool(fp8)
     )
@@ -229,10 +298,12 @@ def transformer_layer(
     queries = seq / s.cp
     d = float(w.head_dim)
     if flash_attention:
-        att_f = flash_attention_s(s.micro_batch, heads, queries, seq, d, rates, causal=True,
-                                  pass_="fwd")
-        att_b = flash_attention_s(s.micro_batch, heads, queries, seq, d, rates, causal=True,
-                                  pass_="bwd")
+        att_f = flash_attention_s(
+            s.micro_batch, heads, queries, seq, d, rates, causal=True, pass_="fwd"
+        )
+        att_b = flash_attention_s(
+            s.micro_batch, heads, queries, seq, d, rates, causal=True, pass_="bwd"
+        )
         att_flops = 3.5 * 2.0 * s.micro_batch * heads * queries * seq * d
         att_kernels_f, att_kernels_b = 1.0, 3.0  # FA bwd: preprocess, main, dq convert
         score_f = score_b = 0.0
@@ -269,10 +340,7 @@ def transformer_layer(
     }
     mem_f = score_f + sum(table[k][0] * v for k, v in parts.items())
     mem_b = score_b + sum(table[k][1] * v for k, v in parts.items())
-    kern_mem_f = sum(2.0 * table[k][2] if k in ("norm", "residual") else table[k][2]
-                     for k in parts if k != "permute" or moe_layer)
-    kern_mem_b = sum(2.0 * table[k][3] if k in ("norm", "residual") else table[k][3]
-                     for k in parts if k != "permute" or moe_layer)
+    kern_mem_f, kern_mem_b = _memory_kernels(rates.launch_mode, act, moe_layer)
     fixed = rates.kernel_gpu_s
     fwd_mem = mem_f / rates.stream_Bps + kern_mem_f * fixed
     bwd_mem = mem_b / rates.stream_Bps + kern_mem_b * fixed
@@ -299,9 +367,8 @@ def transformer_layer(
         cast_kernels = 0.0
 
     # --- kernel counts ------------------------------------------------------------------------
-    comm = (4.0 if sequence_parallel else 2.0) * (np.asarray(tp) > 1)
-    if isinstance(tp, float):
-        comm = float(comm)
+    per_collective = 4.0 if sequence_parallel else 2.0
+    comm: Any = per_collective * (tp > 1) if isinstance(tp, float) else per_collective * (tp > 1.0)
     kernels_f = n_gemm + att_kernels_f + kern_mem_f + comm + 0.5 * cast_kernels
     kernels_b = 2.0 * n_gemm + att_kernels_b + kern_mem_b + comm + 0.5 * cast_kernels
 
