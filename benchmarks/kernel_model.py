@@ -181,35 +181,49 @@ def print_errors(res: list[validation.Residual]) -> None:
 
 def single_layer_mfu() -> None:
     """Forward + backward of one layer + the LM head share, no communication: the MFU the
-    compute model alone implies (model FLOPs, causal attention counted half)."""
+    compute model alone implies (model FLOPs, causal attention counted half, bf16 peak)."""
     cat = load_catalog()
-    print("\nSingle-GPU MFU, one layer fwd+bwd + LM head / layers, bf16, seq 8,192, no comm")
+    print("\nSingle-GPU MFU, one layer fwd+bwd + LM head / layers, seq 8,192, no comm")
     print(
-        f"{'model':<10} {'gpu':<9} {'tp':>3} {'mb':>3} {'MFU':>6} "
-        f"{'gemm':>6} {'attn':>6} {'mem':>6}"
+        f"{'model':<10} {'gpu':<9} {'mode':<12} {'tp':>3} {'mb':>3} {'MFU':>6} "
+        f"{'gemm':>6} {'attn':>6} {'mem':>6} {'cast':>6}"
     )
-    for key, gpu in (
-        ("llama3-8b", "H100-SXM"),
-        ("llama3-70b", "H100-SXM"),
-        ("llama3-8b", "A100-SXM-80GB"),
-    ):
+    cases = [
+        ("llama3-8b", "H100-SXM", "fused", None),
+        ("llama3-8b", "H100-SXM", "eager", None),
+        ("llama3-70b", "H100-SXM", "fused", None),
+        ("llama3-70b", "H100-SXM", "fused", "delayed"),
+        ("llama3-8b", "A100-SXM-80GB", "fused", None),
+    ]
+    for key, gpu, mode, fp8 in cases:
         w = get_workload(key)
         assert w.kind == "transformer"
-        rates = compute.gpu_rates(cat.gpu_perf(gpu), cat.gpu(gpu), precision="bf16")
+        rates = compute.gpu_rates(
+            cat.gpu_perf(gpu), cat.gpu(gpu), precision="bf16", launch_mode=mode
+        )
         for tp, mb in itertools.product((1.0, 8.0), (1.0, 2.0)):
             tokens = mb * w.seq_len
             shape = compute.LayerShape(micro_batch=mb, tokens=tokens, tp=tp)
             lc = compute.transformer_layer(
-                w, shape, rates, moe_layer=False, sequence_parallel=True, flash_attention=True
+                w,
+                shape,
+                rates,
+                moe_layer=False,
+                sequence_parallel=True,
+                flash_attention=True,
+                fp8=fp8,
             )
             head = compute.lm_head(w, tokens, tp, rates)
-            t = lc.gpu_s + head.total_s / w.layers
+            gpu_s = lc.gpu_s + head.total_s / w.layers
+            t = compute.host_bound_s(gpu_s, lc.kernels + head.kernels / w.layers, rates)
             model_flops = compute.model_flops_per_token(w, causal=True) * tokens / w.layers / tp
             mfu = model_flops / t / rates.bf16_flops
             b = {k: float(v) / float(lc.gpu_s) for k, v in lc.breakdown_s.items()}
+            label = mode + ("+fp8" if fp8 else "")
             print(
-                f"{key:<10} {gpu[:9]:<9} {tp:>3.0f} {mb:>3.0f} {mfu:>6.1%} {b['gemm']:>6.0%} "
-                f"{b['attention']:>6.0%} {b['memory']:>6.0%}"
+                f"{key:<10} {gpu[:9]:<9} {label:<12} {tp:>3.0f} {mb:>3.0f} {mfu:>6.1%} "
+                f"{b['gemm']:>6.0%} {b['attention']:>6.0%} {b['memory']:>6.0%} "
+                f"{b['fp8_cast']:>6.0%}"
             )
 
 

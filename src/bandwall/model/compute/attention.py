@@ -50,15 +50,8 @@ ATTENTION_PARAMS: dict[tuple[str, str, str], tuple[float, float, float]] = {
     ("fa4", "blackwell", "fwd"): (1.039, 56.0, 250.0),
     ("fa4", "blackwell", "bwd"): (0.780, 40.0, 450.0),
 }
-#: The GPU each kernel's constants were measured on, with its catalog attention_efficiency:
-#: other GPUs scale by their own catalog value over this one.
-REFERENCE_ATTENTION_EFFICIENCY = {"fa2": 0.58, "fa3": 0.50, "fa4": 0.50}
 #: Architecture each kernel's constants were measured on.
 KERNEL_ARCH = {"fa2": "ampere", "fa3": "hopper", "fa4": "blackwell"}
-
-
-def reference_attention_efficiency(kernel: str) -> float:
-    return REFERENCE_ATTENTION_EFFICIENCY[kernel]
 
 
 def attention_efficiency(

@@ -69,6 +69,9 @@ DEFAULT_ATTENTION_KERNEL = {
     "hopper": "fa3",
     "blackwell": "fa4",
 }
+#: Catalog attention_efficiency of the GPU each FlashAttention kernel's constants were measured
+#: on (A100 for FA2, H100 for FA3, B200 for FA4): other GPUs scale by their own value over it.
+REFERENCE_ATTENTION_EFFICIENCY = {"fa2": 0.58, "fa3": 0.50, "fa4": 0.50}
 
 
 @dataclass(frozen=True)
@@ -197,8 +200,6 @@ def gpu_rates(
     clock = float(sustained_clock_factor(cap, gpu.tdp_W)) if 0 < cap < gpu.tdp_W else 1.0
     arch = perf.arch
     kernel = DEFAULT_ATTENTION_KERNEL[arch]
-    from bandwall.model.compute.attention import reference_attention_efficiency
-
     large = gemm_efficiency or perf.gemm_large_efficiency or perf.gemm_efficiency
     return GpuRates(
         peak_flops=gpu.peak_flops(prec),
@@ -218,7 +219,7 @@ def gpu_rates(
         clock_factor=clock,
         launch_mode=LaunchMode(launch_mode).value,
         attention_kernel=kernel,
-        attention_scale=perf.attention_efficiency / reference_attention_efficiency(kernel),
+        attention_scale=perf.attention_efficiency / REFERENCE_ATTENTION_EFFICIENCY[kernel],
         tdp_W=gpu.tdp_W,
         power_cap_W=cap,
     )
