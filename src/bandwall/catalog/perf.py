@@ -101,8 +101,11 @@ class KernelBenchmark(BaseModel):
 def kernel_benchmarks() -> tuple[KernelBenchmark, ...]:
     """The shipped kernel microbenchmark table (catalog/data/kernel_bench.csv)."""
     text = resources.files("bandwall.catalog").joinpath("data", "kernel_bench.csv").read_text()
+    reader = csv.DictReader(text.splitlines())
+    if tuple(reader.fieldnames or ()) != KERNEL_BENCH_COLUMNS:
+        raise ValueError(f"kernel_bench.csv: columns must be {', '.join(KERNEL_BENCH_COLUMNS)}")
     rows = []
-    for raw in csv.DictReader(text.splitlines()):
+    for raw in reader:
         clean = {k: v for k, v in raw.items() if v not in ("", None)}
         rows.append(KernelBenchmark.model_validate(clean))
     return tuple(rows)
