@@ -11,6 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from bandwall.errors import CatalogError
+
 MIB = 2**20
 
 
@@ -103,7 +105,7 @@ def kernel_benchmarks() -> tuple[KernelBenchmark, ...]:
     text = resources.files("bandwall.catalog").joinpath("data", "kernel_bench.csv").read_text()
     reader = csv.DictReader(text.splitlines())
     if tuple(reader.fieldnames or ()) != KERNEL_BENCH_COLUMNS:
-        raise ValueError(f"kernel_bench.csv: columns must be {', '.join(KERNEL_BENCH_COLUMNS)}")
+        raise CatalogError(f"kernel_bench.csv: columns must be {', '.join(KERNEL_BENCH_COLUMNS)}")
     rows = []
     for raw in reader:
         clean = {k: v for k, v in raw.items() if v not in ("", None)}
