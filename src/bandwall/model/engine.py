@@ -372,6 +372,8 @@ class StageTerms:
     ep_s: Any
     optimizer_s: Any
     """Optimizer step per training step."""
+    hidden_s: Any
+    """Model-parallel communication hidden behind compute per micro-batch (it takes SMs)."""
 
     @property
     def slot_s(self) -> Any:
@@ -379,29 +381,54 @@ class StageTerms:
         return self.compute_s + self.tp_s + self.cp_s + self.ep_s
 
 
+#: Default fp8 recipe by architecture when the request names none (TransformerEngine: delayed
+#: tensor scaling on Hopper; MXFP8 block scaling is Blackwell's native fp8).
+DEFAULT_FP8_RECIPE = {"blackwell": "mxfp8"}
+
+
+def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
+    """How kernels are issued: CUDA graphs when asked; fused kernels with Megatron's and
+    DeepSpeed's TransformerEngine/apex layers or torch.compile; eager PyTorch otherwise
+    (FSDP2 without compile)."""
+    if opt.cuda_graphs:
+        return compute.LaunchMode.GRAPHS
+    if opt.compile or opt.stack is not Stack.FSDP2:
+        return compute.LaunchMode.FUSED
+    return compute.LaunchMode.EAGER
+
+
 def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
-    perf = cl.perf
-    return compute.GpuRates(
-        peak_flops=cl.peak_flops,
-        gemm_efficiency=opt.gemm_efficiency or perf.gemm_efficiency * compute.TRAINING_GEMM_FACTOR,
-        attention_efficiency=perf.attention_efficiency,
-        hbm_Bps=cl.gpu.memory_bandwidth_TBps * 1e12 * perf.hbm_efficiency,
-        sm_count=perf.sm_count,
-        tile_m=perf.gemm_tile[0],
-        tile_n=perf.gemm_tile[1],
-        kernel_launch_s=perf.kernel_launch_us * 1e-6,
+    return compute.gpu_rates(
+        cl.perf,
+        cl.gpu,
+        precision=cl.precision,
+        power_cap_W=cl.power_cap_W,
         virtualization_overhead=cl.virtualization_overhead,
+        gemm_efficiency=opt.gemm_efficiency,
+        launch_mode=_launch_mode(opt),
     )
+
+
+def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
+    if cl.precision.value != "fp8":
+        return None
+    return opt.fp8_recipe or DEFAULT_FP8_RECIPE.get(cl.perf.arch, "delayed")
+
+
+def _optimizer_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> Any:
+    """Adam and gradient clipping over this GPU's shard of the trainable parameters (ZeRO-1+
+    shards the optimizer over dp·cp), or ZeRO-Offload's PCIe and host work."""
+    trainable = (d.dense_local_params + d.expert_local_params) * d.trainable
+    shards = np.where(d.zero >= 1, d.dp_cp, 1.0)
+    if opt.offload_optimizer:
+        return memory.optimizer_step_s(trainable, shards, rates.hbm_Bps, True)
+    shard = trainable / shards
+    return compute.optimizer_step_s(shard, rates) + compute.grad_clip_s(shard, rates)
 
 
 def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
     rates = _gpu_rates(cl, opt)
-    optimizer_s = memory.optimizer_step_s(
-        (d.dense_local_params + d.expert_local_params) * d.trainable,
-        np.where(d.zero >= 1, d.dp_cp, 1.0),
-        rates.hbm_Bps,
-        opt.offload_optimizer,
-    )
+    optimizer_s = _optimizer_s(d, opt, rates) / calibration.IN_STEP_EFFICIENCY
     if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
@@ -412,8 +439,16 @@ def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms
             w.compute_efficiency,
         ) + np.zeros_like(d.tp)
         zero = np.zeros_like(d.tp)
-        return StageTerms(t_mb, zero, zero, zero, optimizer_s)
+        return StageTerms(t_mb, zero, zero, zero, optimizer_s, zero)
     return _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+
+
+def _tp_total_s(ar: Any, ag: Any, rs: Any, opt: StepOptions, recompute: Any) -> Any:
+    """Every TP collective of one layer for one micro-batch, hidden or not (forward, its
+    recomputation, backward): what overlaps compute when it is hidden."""
+    if opt.sequence_parallel or opt.tp_comm_overlap:
+        return (2 * ag + 2 * rs) * (1 + recompute) + 4 * ag + 2 * rs
+    return 2 * ar * (1 + recompute) + 2 * ar
 
 
 def _transformer_stage(
@@ -426,78 +461,108 @@ def _transformer_stage(
     optimizer_s: Any,
 ) -> StageTerms:
     tokens = d.mb * d.seq / d.cp
-    kw = dict(sequence_parallel=opt.sequence_parallel, flash_attention=opt.flash_attention)
-    dense = compute.layer_times(w, tokens, d.tp, d.cp, d.mb, rates, moe_layer=False, **kw)
-    moe = (
-        compute.layer_times(w, tokens, d.tp, d.cp, d.mb, rates, moe_layer=True, **kw)
-        if w.is_moe
-        else dense
+    # experts fold over tp·cp·dp as ep × etp: each GPU runs E/ep experts at a width of 1/etp,
+    # which the kernel model's (tp-sliced) expert shapes reproduce in FLOPs with ep·etp/tp
+    shape = compute.LayerShape(d.mb, tokens, d.tp, d.cp, d.ep * d.etp / d.tp)
+    layer = partial(
+        compute.transformer_layer,
+        w,
+        shape,
+        rates,
+        sequence_parallel=opt.sequence_parallel,
+        flash_attention=opt.flash_attention,
+        fp8=_fp8_recipe(cl, opt),
     )
+    dense = layer(moe_layer=False)
+    moe = layer(moe_layer=True) if w.is_moe else dense
     ms = d.moe_share
 
     def mix(a: Any, b: Any) -> Any:  # the average layer of the model
         return (1 - ms) * a + ms * b
 
     forward = mix(dense.forward_s, moe.forward_s)
-    gemm_fwd = mix(dense.gemm_s, moe.gemm_s)
-    core = mix(dense.attention_core_s, moe.attention_core_s)
+    # TransformerEngine caches fp8 weights over a step's micro-batches; torchao casts (and
+    # FSDP gathers) them each time
+    cast = mix(dense.fp8_weight_cast_s, moe.fp8_weight_cast_s)
+    per_layer = mix(dense.gpu_s, moe.gpu_s) - np.where(
+        opt.stack is Stack.FSDP2, 0.0, cast * (1 - 1 / np.maximum(d.m, 1.0))
+    )
+    wgrad = mix(dense.bwd_wgrad_s, moe.bwd_wgrad_s)
+    attention = mix(
+        dense.fwd_attention_s + dense.bwd_attention_s, moe.fwd_attention_s + moe.bwd_attention_s
+    )
     # full recomputation reruns the forward of its share of layers. Selective: Megatron
-    # reruns the attention core (without FlashAttention the unfused scores; with it the
-    # kernel's forward, as TransformerEngine's checkpointed core attention does); torchtitan's
-    # op-level policy reruns every other matmul and the element-wise kernels. AUTO keeps
-    # what fits without rerunning anything (FlashAttention stores no scores).
+    # reruns the attention core (the kernel's forward, as TransformerEngine's checkpointed
+    # core attention does; the unfused scores without FlashAttention); torchtitan's op-level
+    # policy reruns every other matmul and the element-wise kernels. AUTO keeps what fits
+    # without rerunning anything (FlashAttention stores no scores).
     if opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
         rerun = memory.op_sac_recomputed_gemm_share(w)
-        selective = rerun * gemm_fwd + mix(dense.elementwise_s, moe.elementwise_s)
+        selective = rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s) + mix(
+            dense.fwd_memory_s, moe.fwd_memory_s
+        )
     elif opt.recompute is Recompute.SELECTIVE or not opt.flash_attention:
-        selective = core
+        selective = mix(dense.recompute_selective_s, moe.recompute_selective_s)
     else:
         selective = 0.0
     share = mem.recompute_share
     recompute = share * forward + np.where(
         opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective
     )
-    frozen_saving = (1 - d.trainable) * gemm_fwd  # frozen weights need no weight gradient
+    frozen_saving = (1 - d.trainable) * wgrad  # frozen weights need no weight gradient
+    kernels = mix(dense.kernels, moe.kernels)
+    head = compute.lm_head(w, tokens, d.tp, rates, fused_loss=opt.compile)
+    embed = compute.embedding_s(w, tokens, d.tp, rates)
     # tensor parallelism: the collectives of each layer, hidden behind GEMMs where they can be
     buf = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
+    ar = _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0)
+    ag = _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0)
+    rs = _coll(Op.REDUCE_SCATTER, buf, d.tp, cl, 1.0)
     tp_layer = parallel.tp_layer_s(
-        _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0),
-        _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0),
-        _coll(Op.REDUCE_SCATTER, buf, d.tp, cl, 1.0),
-        gemm_fwd,
+        ar,
+        ag,
+        rs,
+        wgrad,
         sequence_parallel=opt.sequence_parallel,
         comm_overlap=opt.tp_comm_overlap,
         tp_ranks=d.tp,
         recompute_forward=share,
     )
-    tp_layer = np.where(d.tp > 1, tp_layer, 0.0)
+    tp_on = d.tp > 1
+    tp_layer = np.where(tp_on, tp_layer, 0.0)
+    tp_hidden = np.where(tp_on, _tp_total_s(ar, ag, rs, opt, share) - tp_layer, 0.0)
     kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
     cp_ag = _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp)
     cp_rs = _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp)
     a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
     ep_a2a = _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.etp)
-    lm_head = compute.lm_head_s(w, tokens, d.tp, rates)
 
-    def on(layers: Any, last: Any) -> tuple[Any, Any, Any, Any]:
-        """(compute, TP, CP, EP) seconds per micro-batch of a rank holding `layers`."""
-        t = compute.microbatch_s(
-            layers * forward, layers * dense.kernels, rates, layers * recompute
-        )
-        t = t - layers * frozen_saving + np.where(last, lm_head, 0.0)
-        cp = parallel.cp_microbatch_s(
-            layers, cp_ag, cp_rs, (1 + compute.BACKWARD_FACTOR) * layers * core
-        )
+    def on(layers: Any, first: Any, last: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """(compute, TP, CP, EP exposed; communication hidden) per micro-batch of a rank
+        holding `layers`, the embedding if `first`, the LM head and loss if `last`."""
+        gpu = layers * (per_layer + recompute - frozen_saving)
+        gpu = gpu + np.where(last, head.total_s, 0.0) + np.where(first, embed, 0.0)
+        gpu = gpu / calibration.IN_STEP_EFFICIENCY
+        t = compute.host_bound_s(gpu, layers * kernels + np.where(last, head.kernels, 0), rates)
+        cp_total = layers * (cp_ag + cp_rs)
+        cp = parallel.cp_microbatch_s(layers, cp_ag, cp_rs, layers * attention)
+        ep_total = layers * ms * parallel.EP_ALL_TO_ALLS_PER_LAYER * ep_a2a
         ep = parallel.ep_microbatch_s(layers * ms, ep_a2a, opt.ep_overlap)
-        return t, layers * tp_layer, cp, ep
+        hidden = layers * tp_hidden + (cp_total - cp) + (ep_total - ep)
+        return t, layers * tp_layer, cp, ep, hidden
 
     # the pipeline runs at the pace of its slowest rank: first, a middle one, or the last
     # (which also runs the LM head and the loss)
-    ranks = [on(d.layers_first, d.pp <= 1), on(d.layers_mid, False), on(d.layers_last, True)]
-    totals = [sum(parts) for parts in ranks]
+    ranks = [
+        on(d.layers_first, True, d.pp <= 1),
+        on(d.layers_mid, False, False),
+        on(d.layers_last, d.pp <= 1, True),
+    ]
+    totals = [sum(parts[:4]) for parts in ranks]
     totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
     slowest = np.argmax(np.broadcast_arrays(*totals), axis=0)
-    parts = [np.choose(slowest, [r[i] for r in ranks]) for i in range(4)]
-    return StageTerms(parts[0], parts[1], parts[2], parts[3], optimizer_s)
+    parts = [np.choose(slowest, np.broadcast_arrays(*(r[i] for r in ranks))) for i in range(5)]
+    return StageTerms(parts[0], parts[1], parts[2], parts[3], optimizer_s, parts[4])
 
 
 # --- pipeline ---------------------------------------------------------------------------------
@@ -509,6 +574,8 @@ class PipelineTerms:
     """Fill and drain of the pipeline per step."""
     pp_s: Any
     """Exposed stage-to-stage sends per step."""
+    hidden_s: Any
+    """Sends hidden behind compute per step."""
 
 
 def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> PipelineTerms:
@@ -517,7 +584,8 @@ def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> Pipe
     bubble, exposed = pipeline.pipeline_s(
         stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
     )
-    return PipelineTerms(bubble, exposed)
+    sends = np.where(d.pp > 1, d.m * 2 * d.v * p2p, 0.0)
+    return PipelineTerms(bubble, exposed, np.maximum(sends - exposed, 0.0))
 
 
 # --- data parallelism -------------------------------------------------------------------------
@@ -692,6 +760,8 @@ class StepTerms:
     cp_s: Any
     ep_s: Any
     straggler_s: Any
+    overlap_s: Any
+    """Compute slowed by the communication it hides (NCCL kernels share SMs and HBM)."""
     exposed_comm_s: Any
     step_s: Any
     flops: Any
@@ -709,6 +779,9 @@ def _step(
     opt: StepOptions,
 ) -> StepTerms:
     compute_s = d.m * stage.compute_s + stage.optimizer_s
+    # communication hidden behind compute still takes SMs and HBM from it
+    hidden = d.m * stage.hidden_s + pipe.hidden_s + dpt.hidden_s
+    overlap_s = compute.overlap_slowdown(compute_s, hidden)
     straggler = faults.straggler_s(
         compute_s,
         cl.straggler_fraction,
@@ -725,8 +798,9 @@ def _step(
         cp_s=cp_s,
         ep_s=ep_s,
         straggler_s=straggler,
+        overlap_s=overlap_s,
         exposed_comm_s=exposed,
-        step_s=compute_s + exposed + pipe.bubble_s + straggler,
+        step_s=compute_s + overlap_s + exposed + pipe.bubble_s + straggler,
         flops=d.gb * compute.training_flops_per_sample(w),
         tokens=d.gb * d.tokens_per_sample,
     )
@@ -904,6 +978,7 @@ def _metrics(
         "cp_s": step.cp_s,
         "bubble_s": pipe.bubble_s,
         "straggler_s": step.straggler_s,
+        "overlap_s": step.overlap_s,
         "comm_efficiency": step.compute_s / s,
         "compute_utilisation": 1 - dpt.dp_s / s,
         "outer_sync_s": dpt.outer_s,

@@ -124,8 +124,8 @@ COUNT_FIELDS = frozenset(
 class Metrics:
     """Everything the model says about each layout; units in every name.
 
-    The time terms compute_s + dp_s + tp_s + pp_s + ep_s + cp_s + bubble_s + straggler_s add
-    up to step_time_s.
+    The time terms compute_s + overlap_s + dp_s + tp_s + pp_s + ep_s + cp_s + bubble_s +
+    straggler_s add up to step_time_s.
     """
 
     gpus: FloatArray
@@ -159,6 +159,9 @@ class Metrics:
     cp_s: FloatArray
     bubble_s: FloatArray
     straggler_s: FloatArray
+    overlap_s: FloatArray
+    """Compute slowed by the communication it hides: NCCL kernels take SMs and HBM bandwidth
+    from the GEMMs they overlap (compute.overlap_slowdown)."""
     comm_efficiency: FloatArray
     """compute_s / step_time_s."""
     compute_utilisation: FloatArray

@@ -49,7 +49,7 @@ MAX_SWEEP_BYTES = 2 * 2**30
 #: Rows priced per vectorised pass (points × searched layouts): bounds peak memory to a few
 #: hundred MB whatever the grid.
 CHUNK_ROWS = 1 << 18
-BREAKDOWN_KEYS = ("compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
+BREAKDOWN_KEYS = ("compute", "overlap", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
 CLUSTER_VECTOR_FIELDS = tuple(f for f in VECTOR_FIELDS if f not in LAYOUT_FIELDS)
 
 

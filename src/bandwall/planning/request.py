@@ -209,7 +209,7 @@ class PlanRequest(BaseModel):
         default=None,
         gt=0,
         le=5000,
-        json_schema_extra=_meta("cluster", flag="power-cap-w", vector=True),
+        json_schema_extra=_meta("cluster", flag="power-cap-w"),
     )
     """Power limit per GPU in watts (nvidia-smi -pl; MLPerf MaxQ); default: the GPU's TDP."""
 

@@ -135,6 +135,7 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         tcp_streams=req.tcp_streams,
         price_per_gpu_hour_usd=price,
         virtualization_overhead=provider.virtualization_overhead,
+        power_cap_W=req.power_cap_W or gpu.power_limit_W,
         egress_usd_per_GB=provider.egress_usd_per_GB,
         straggler_fraction=req.straggler_fraction,
         straggler_slowdown=req.straggler_slowdown,

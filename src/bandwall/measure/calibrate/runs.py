@@ -20,7 +20,7 @@ from importlib import resources
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.planning.api import plan
+from bandwall.planning.api import evaluate_points
 from bandwall.planning.request import PlanRequest, make_request
 
 RUNS_FILE = "published_runs.csv"
@@ -200,6 +200,9 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "compile": _bool(row, "compile"),
         "flash_attention": flash,
         "stack": stack,
+        # DeepSeek's DualPipe overlaps the expert all-to-alls with compute ("near-zero
+        # all-to-all overhead", DeepSeek-V3 report §3.2.1): the source states the overlap
+        "ep_overlap": 1.0 if "dualpipe" in _cell(row, "notes").lower() else None,
         "failures": False,
         # every row prices the same hour: cost plays no part in the step time
         "price_per_gpu_hour_usd": 1.0,
@@ -225,6 +228,8 @@ class RunResult:
     measured_step_s: float
     predicted_step_s: float
     mfu: float
+    memory_ratio: float
+    """Predicted memory over usable memory (> 1 + MEMORY_TOLERANCE: `plan` would refuse)."""
 
     @property
     def error(self) -> float:
@@ -239,7 +244,12 @@ def validate_runs(rows: list[dict[str, str]] | None = None) -> list[RunResult]:
         measured = _cell(row, "measured_step_s")
         if not measured:
             continue  # no unambiguous step time (the source gives no FLOP formula)
-        p = plan(request_for_run(row))
+        # the published layout ran: price it as given, whatever the memory model says (how
+        # much memory the model predicts is reported beside, `memory_ratio`)
+        _, m, _ = evaluate_points(request_for_run(row), {})
+        metrics = m.row(0)
+        if not metrics["valid"]:
+            raise ConfigError(f"run {row['id']!r}: its layout breaks rule {metrics['rule']}")
         out.append(
             RunResult(
                 id=row["id"],
@@ -250,8 +260,9 @@ def validate_runs(rows: list[dict[str, str]] | None = None) -> list[RunResult]:
                 precision=_cell(row, "precision"),
                 moe=(_int(row, "experts") or 1) > 1,
                 measured_step_s=float(measured),
-                predicted_step_s=float(p.metrics["step_time_s"]),
-                mfu=float(p.metrics["mfu"]),
+                predicted_step_s=float(metrics["step_time_s"]),
+                mfu=float(metrics["mfu"]),
+                memory_ratio=float(metrics["memory_bytes"] / metrics["memory_capacity_bytes"]),
             )
         )
     return out
