@@ -398,7 +398,7 @@ def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
 
 
 def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
-    return compute.gpu_rates(
+    rates = compute.gpu_rates(
         cl.perf,
         cl.gpu,
         precision=cl.precision,
@@ -406,6 +406,11 @@ def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
         virtualization_overhead=cl.virtualization_overhead,
         gemm_efficiency=opt.gemm_efficiency,
         launch_mode=_launch_mode(opt),
+    )
+    # fp8 GEMMs inside a step reach less of their microbenchmark rate than bf16 ones
+    # (model/calibration.py)
+    return rates.with_(
+        fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY
     )
 
 
