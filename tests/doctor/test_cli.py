@@ -155,3 +155,32 @@ def test_calibrate_from_trace_needs_the_job() -> None:
     with pytest.raises(ConfigError, match="--model") as err:
         calibrate_from_trace([str(STRAGGLER)], {}, as_json=True)
     assert err.value.field == "model"
+
+
+def test_a_log_run_and_help_load_nothing_heavy() -> None:
+    """Start-up: `bandwall doctor LOG` and `--help` import neither Typer, Pydantic, numpy, rich
+    nor the trace reader (the measured times are in the branch report, not asserted here)."""
+    heavy = (
+        "typer",
+        "pydantic",
+        "numpy",
+        "rich",
+        "pandas",
+        "torch",
+        "bandwall.measure.doctor.trace",
+        "bandwall.model",
+    )
+    for argv in (["doctor", GDR], ["doctor", "--help"]):
+        code = (
+            "import contextlib, io, json, sys\n"
+            "from bandwall.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"  # noqa: E501
+            f"    rc = main({argv!r})\n"
+            f"print(json.dumps([rc, sorted(m for m in {heavy!r} if m in sys.modules)]))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        rc, loaded = json.loads(out.strip().splitlines()[-1])
+        assert loaded == [], (argv, loaded)
+        assert rc == (1 if argv[1] == GDR else 0)

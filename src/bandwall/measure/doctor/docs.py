@@ -305,7 +305,21 @@ def corpus_markdown(corpus: Path) -> str:
             f"| {name} | {s['excerpts']} | {s['faults']} | {s['top1']:.0%} | {s['top3']:.0%} | "
             f"{s['named']:.0%} | {s['healthy_false_alarms']} of {s['healthy']} |"
         )
-    out += ["", "Held-out excerpts whose first finding is not the thread's cause:", ""]
+    out += [
+        "",
+        "What the held-out figures rest on, honestly: the first scoring of the held-out part, "
+        "with the rules as committed before it (commit 749f62e), gave top-1 19 of 22 (86%), "
+        "top-3 86%, named 86% (below the 90% target) and no healthy false alarm (0 of 4). One "
+        "of its three misses was a parser bug (the text before an `NCCL INFO` marker on the same "
+        'line was dropped, so `"Duplicate GPU detected ..." from NCCL INFO.` was never read); '
+        "fixing it is what moved the figure above, so the current held-out figure is no longer "
+        "clean. Earlier, one held-out excerpt (`eks-efa-t4-all-reduce`, the healthy table the "
+        "issue names) was run by a whole-job test before the scoring; the parser bug it showed "
+        "(network plugin names with spaces, 'via NET/AWS Libfabric/0') was fixed then.",
+        "",
+        "Held-out excerpts whose first finding is not the thread's cause:",
+        "",
+    ]
     for r in scores.part("heldout"):
         ok = (r.cause == "healthy" and not r.ranked) or (r.ranked and r.ranked[0] == r.cause)
         if not ok:

@@ -430,6 +430,13 @@ class _Parser:
         if not marks:
             return [_Seg(text, Line(log.source, number, text), None, None)]
         segs: list[_Seg] = []
+        head0 = text[: marks[0][0]]
+        m0 = _PREFIX_TAIL.search(head0[-400:])
+        before = head0[: len(head0) - (len(m0.group(0)) if m0 else 0)]
+        if before.strip():
+            # what precedes the first marker is a record of its own: a quoted message with
+            # "... from NCCL INFO" after it, or one rank's line cut by another rank's record
+            segs.append(_Seg(before.strip(), Line(log.source, number, text), None, None))
         for k, (i, end, level) in enumerate(marks):
             stop = marks[k + 1][0] if k + 1 < len(marks) else len(text)
             head = text[max(0, i - 400) : i]
@@ -438,7 +445,6 @@ class _Parser:
             src = m.group("src") if m else None
             message = text[end:stop].strip()
             segs.append(_Seg(message, Line(log.source, number, text, host), level, src))
-        # the text before the first marker may hold a record of its own (a cut line)
         return segs
 
 
