@@ -455,13 +455,10 @@ def _finding(h: Hit, job: Job) -> Finding:
     r = BY_CODE[h.code]
     sev = h.severity or r.severity.value
     partial = h.missing
-    small = bool(h.lines) and all(
-        (log.lines < EXCERPT_LINES)
-        for log in job.logs
-        if log.source in {ln.source for ln in h.lines}
-    )
-    if small and not partial and h.confidence < Confidence.CERTAIN:
-        partial = "the input is an excerpt of a few lines"
+    sizes = [log.lines for log in job.logs if log.source in {ln.source for ln in h.lines}]
+    if sizes and max(sizes) < EXCERPT_LINES and not job.tests and job.trace is None:
+        excerpt = f"the input is an excerpt of {max(sizes)} line(s)"
+        partial = f"{partial}; {excerpt}" if partial else excerpt
     if partial:
         partial = f"evidence is partial ({partial}); to confirm: {r.confirm}"
     reason = h.reason or r.when

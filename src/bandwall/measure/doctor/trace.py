@@ -436,6 +436,8 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
         empty = np.empty((0, 2))
         out.steps = [_step_stats(n, a, b, compute, comm, empty) for n, a, b, *_ in steps]
         lo, hi = steps[0][1], max(s[2] for s in steps)
+    # a step must last a positive, finite time: odd traces (clock jumps) give none to print
+    out.steps = [s for s in out.steps if math.isfinite(s.step_s) and s.step_s > 0]
     for name, iv in names.items():
         seconds = _length(_clip(iv.union(), lo, hi)) * 1e-6
         if seconds > 0:
