@@ -45,7 +45,7 @@ def rows() -> list[dict[str, object]]:
                 "p90": flops / (metrics["step_time_s_p10"] * peak),
             }
         )
-    return sorted(out, key=lambda r: (r["params_b"], r["gpus"]))  # type: ignore[arg-type, return-value]
+    return sorted(out, key=lambda r: (float(str(r["params_b"])), int(str(r["gpus"]))))
 
 
 def main() -> int:
