@@ -514,6 +514,60 @@ def _linears(
     return dense, moe, 2.0 * rows * active / tp, (attn_p + touched * (gate + 1) * h * fe) * wb / tp
 
 
+def _attention(
+    w: Transformer,
+    d: ServeDims,
+    opt: ServeOptions,
+    rates: compute.GpuRates,
+    rows: Any,
+    prompts: Any,
+    prompt_len: float,
+) -> tuple[Any, Any, Any]:
+    """(seconds per layer, FLOPs per layer, KV bytes read per layer): the decoding rows read
+    their KV cache (paged decode kernels), the new prompts run FlashAttention forward."""
+    kv_local = np.ceil(float(w.kv_heads or w.heads) / d.tp) * w.head_dim
+    decode = compute.kv_cache_attention_s(rows, d.context, kv_local, rates, kv_bytes=opt.kv_bytes)
+    heads = np.ceil(w.heads / d.tp)
+    prefill = np.where(
+        prompts > 0,
+        compute.flash_attention_s(
+            prompts, heads, prompt_len, prompt_len, w.head_dim, rates, causal=True, pass_="fwd"
+        ),
+        0.0,
+    )
+    flops = 4.0 * heads * w.head_dim * (rows * d.context + 0.5 * prompts * prompt_len**2)
+    return decode + prefill, flops, 2.0 * rows * d.context * kv_local * opt.kv_bytes
+
+
+def _elementwise(
+    w: Transformer, d: ServeDims, rates: compute.GpuRates, rows: Any
+) -> tuple[Any, float]:
+    """(seconds per layer, kernels per layer) of the memory-bound kernels over the rows: two
+    norms, two residual adds, RoPE and the activation, bytes per element from the kernel
+    model's table for the launch mode (fused with graphs, eager otherwise)."""
+    table = kernel_table(rates.launch_mode)
+    f = float(w.ffn or 4 * w.hidden)
+    inner = f if not w.is_moe else float(w.moe_ffn or f) * (w.top_k + w.shared_experts)
+    act = "swiglu" if w.gated_mlp else "gelu"
+    per_row = (
+        table["norm"][0] * 2 * w.hidden
+        + table["residual"][0] * 2 * w.hidden
+        + table["rope"][0] * (w.heads * w.head_dim + w.kv_dim) / d.tp
+        + table[act][0] * inner / d.tp
+    )
+    kernels = sum(table[k][2] for k in ("norm", "norm", "residual", "residual", "rope", act))
+    return rows * per_row / rates.stream_Bps + kernels * rates.kernel_gpu_s, float(kernels)
+
+
+def _head(w: Transformer, d: ServeDims, rates: compute.GpuRates, rows: Any) -> tuple[Any, Any]:
+    """(seconds, FLOPs) of the LM head (bf16: quantisers leave it) and sampling over fp32
+    logits (written, then read by softmax/top-k), one row per token sampled."""
+    head = compute.gemv_time_s(rows, w.vocab / d.tp, float(w.hidden), rates, weights="bf16")
+    logits = 2.0 * LOGIT_BYTES * rows * w.vocab / d.tp
+    flops = 2.0 * rows * w.vocab * w.hidden / d.tp
+    return head + logits / rates.stream_Bps + 2.0 * rates.kernel_gpu_s, flops
+
+
 def _stage_pass(
     w: Transformer,
     cl: Cluster,
@@ -527,63 +581,30 @@ def _stage_pass(
 ) -> PassTerms:
     """One pass of the fullest (last) stage: `decode_rows` sequences (each `beams` rows)
     decode a token over the mean context and `prompts` prompts of `prompt_len` tokens are
-    prefilled, in one iteration."""
+    prefilled, in one iteration; the CPU launches its kernels unless graphs replay them."""
     fmt = _weight_format(opt, rates)
     rt = RUNTIMES[opt.runtime]
-    stream = rt.int8_stream_share if fmt == "int8" else 1.0
     decode_rows = decode_rows * d.beams
-    new_tokens = prompts * prompt_len
-    rows = decode_rows + new_tokens
+    rows = decode_rows + prompts * prompt_len
+    stream = rt.int8_stream_share if fmt == "int8" else 1.0
     dense, moe, lin_flops, lin_bytes = _linears(w, rows, d.tp, rates, fmt, stream)
     gemm = d.dense_layers * dense + d.moe_layers * moe
-    # attention: KV-cache reads of the decoding rows, FlashAttention over the new prompts
-    kv_local = np.ceil(float(w.kv_heads or w.heads) / d.tp) * w.head_dim
-    decode_att = compute.kv_cache_attention_s(
-        decode_rows, d.context, kv_local, rates, kv_bytes=opt.kv_bytes
-    )
-    heads = np.ceil(w.heads / d.tp)
-    prefill_att = np.where(
-        prompts > 0,
-        compute.flash_attention_s(
-            prompts, heads, prompt_len, prompt_len, w.head_dim, rates, causal=True, pass_="fwd"
-        ),
-        0.0,
-    )
-    attention = d.layers * (decode_att + prefill_att)
-    # memory-bound kernels: norms, residual adds, RoPE, activation (fused table)
-    table = kernel_table(rates.launch_mode)
-    f = float(w.ffn or 4 * w.hidden)
-    inner = f if not w.is_moe else float(w.moe_ffn or f) * (w.top_k + w.shared_experts)
-    act = "swiglu" if w.gated_mlp else "gelu"
-    per_row = (
-        table["norm"][0] * 2 * w.hidden
-        + table["residual"][0] * 2 * w.hidden
-        + table["rope"][0] * (w.heads * w.head_dim + w.kv_dim) / d.tp
-        + table[act][0] * inner / d.tp
-    )
-    kernels_mem = sum(table[k][2] for k in ("norm", "norm", "residual", "residual", "rope", act))
-    elementwise = d.layers * (rows * per_row / rates.stream_Bps + kernels_mem * rates.kernel_gpu_s)
-    # LM head and sampling on the last stage: one row per decoding sequence and new prompt
-    head_rows = decode_rows + prompts
-    head = compute.gemv_time_s(head_rows, w.vocab / d.tp, float(w.hidden), rates, weights="bf16")
-    logits = 2.0 * LOGIT_BYTES * head_rows * w.vocab / d.tp
-    head = head + logits / rates.stream_Bps + 2.0 * rates.kernel_gpu_s
+    att, att_flops, kv_read = _attention(w, d, opt, rates, decode_rows, prompts, prompt_len)
+    ew, ew_kernels = _elementwise(w, d, rates, rows)
+    head, head_flops = _head(w, d, rates, decode_rows + prompts)
     # tensor parallelism: two all-reduces of the rows' activations per layer
-    ar = _coll(Op.ALL_REDUCE, rows * w.hidden * ACT_BYTES, d.tp, cl, 1.0)
-    tp_s = 2.0 * d.layers * ar
+    tp_s = 2.0 * d.layers * _coll(Op.ALL_REDUCE, rows * w.hidden * ACT_BYTES, d.tp, cl, 1.0)
     # the fitted efficiency is the CUDA-graph engines'; eager runtimes carry their own overheads
     eff = opt.calibration.iteration_efficiency if rt.launch_mode == "graphs" else 1.0
     c = rt.compute_overhead / eff
-    gpu = (gemm + attention + elementwise + head) * c
-    kernels = d.layers * (4.0 + 2.0 + kernels_mem + 2.0 * (d.tp > 1)) + 3.0
+    gpu = (gemm + d.layers * (att + ew) + head) * c
+    kernels = d.layers * (4.0 + 2.0 + ew_kernels + 2.0 * (d.tp > 1)) + 3.0
     launch = compute.host_bound_s(gpu + tp_s, kernels, rates) - (gpu + tp_s)
-    flops = d.layers * lin_flops + 2.0 * head_rows * w.vocab * w.hidden / d.tp
-    flops = flops + d.layers * 4.0 * heads * w.head_dim * (
-        decode_rows * d.context + 0.5 * prompts * prompt_len**2
+    flops = d.layers * (lin_flops + att_flops) + head_flops
+    moved = d.layers * (lin_bytes + kv_read) + w.vocab * w.hidden * ACT_BYTES / d.tp
+    return PassTerms(
+        gemm * c, d.layers * att * c, d.layers * ew * c, head * c, tp_s, launch, flops, moved
     )
-    kv_read = d.layers * 2.0 * decode_rows * d.context * kv_local * opt.kv_bytes
-    moved = d.layers * lin_bytes + kv_read + w.vocab * w.hidden * ACT_BYTES / d.tp
-    return PassTerms(gemm * c, attention * c, elementwise * c, head * c, tp_s, launch, flops, moved)
 
 
 # --- pipeline and client hops ---------------------------------------------------------------
