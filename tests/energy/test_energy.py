@@ -8,8 +8,8 @@ import pytest
 
 from bandwall.catalog import load_catalog
 from bandwall.catalog.power import load_power, power_table
-from bandwall.model import energy
 from bandwall.measure.calibrate.serving_runs import by_split, energy_rows, validate_energy
+from bandwall.model import energy
 
 
 def test_gpu_power_is_linear_between_idle_and_tdp() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model import memory
+from bandwall.model.cluster import Cluster
 from bandwall.model.serving import (
     ITERATION_EFFICIENCY,
     RequestMix,
@@ -30,7 +31,7 @@ def _f(x: object, i: int = 0) -> float:
     return float(np.asarray(x).reshape(-1)[i])
 
 
-def _setup(**fields: object) -> tuple[Transformer, object]:
+def _setup(**fields: object) -> tuple[Transformer, Cluster]:
     req = make_infer_request(**fields)
     w = resolve_workload(req)
     assert isinstance(w, Transformer)
@@ -195,7 +196,9 @@ def test_server_scenario_latency_grows_with_the_rate() -> None:
 
 def test_overload_names_the_rate() -> None:
     with pytest.raises(ConfigError) as exc:
-        infer(make_infer_request(model="llama2-70b", gpus=8, precision="fp8", request_rate_per_s=500))
+        infer(
+            make_infer_request(model="llama2-70b", gpus=8, precision="fp8", request_rate_per_s=500)
+        )
     assert exc.value.field == "request_rate_per_s"
     with pytest.raises(ConfigError) as exc2:
         infer(make_infer_request(model="llama3-8b", gpus=1, scenario="server"))
@@ -341,4 +344,3 @@ def test_mlperf_offline_llama2_70b_on_8_h100() -> None:
     assert m["dataset"] == "openorca" and m["scenario"] == "offline"
     assert m["tokens_per_s_per_gpu"] == pytest.approx(2725.7, rel=0.15)
     assert (m["tp"], m["pp"], m["replicas"]) == (2, 1, 4)  # what NVIDIA deployed
-

@@ -99,6 +99,11 @@ def _ms(seconds: float) -> str:
     return f"{ms:,.1f} ms" if ms < 1e4 else f"{seconds:,.1f} s"
 
 
+def _rate(x: float) -> str:
+    """Tokens/s with enough digits to read a Petals-class rate (0.5 tok/s)."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
+
+
 def _layout(m: dict[str, Any]) -> str:
     parts = [f"tp{int(m['tp'])}"]
     if m["pp"] > 1:
@@ -142,8 +147,8 @@ def infer_tables(result: Inference) -> list[Table]:
         ("request latency", _ms(m["request_s"])),
         (
             "throughput",
-            f"{m['tokens_per_s_per_gpu']:,.0f} tok/s per GPU, "
-            f"{m['tokens_per_s_replica']:,.0f} per replica, {m['tokens_per_s']:,.0f} in all",
+            f"{_rate(m['tokens_per_s_per_gpu'])} tok/s per GPU, "
+            f"{_rate(m['tokens_per_s_replica'])} per replica, {_rate(m['tokens_per_s'])} in all",
         ),
         (
             "cost",
@@ -208,7 +213,7 @@ def compare_infer_tables(results: list[Inference]) -> list[Table]:
                 f"{int(m['tp'])}x{int(m['pp'])}/{int(m['concurrency']):,}",
                 _ms(m["ttft_s"]),
                 _ms(m["itl_s"]),
-                f"{m['tokens_per_s_per_gpu']:,.0f}",
+                _rate(m["tokens_per_s_per_gpu"]),
                 f"${m['cost_per_million_tokens_usd']:,.2f}",
                 f"{m['joules_per_token']:,.2f}",
             )

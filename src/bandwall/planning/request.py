@@ -595,9 +595,9 @@ class InferRequest(PlanRequest):
         Literal["fixed", "openorca", "sharegpt", "cnn_dailymail", "mlperf-mixtral", "mlperf-405b"]
         | None
     ) = Field(default=None, json_schema_extra=_meta("serving"))
-    """Request lengths: a published distribution (openorca: MLPerf's Llama 2 70B set;
-    sharegpt: vLLM's chat set; ...) or fixed (--prompt-tokens/--output-tokens). Unset: fixed
-    when a length is given, else openorca."""
+    """Request lengths: a published distribution (openorca: MLPerf's Llama 2 70B set,
+    sharegpt: vLLM's chat set, cnn_dailymail, mlperf-mixtral, mlperf-405b) or fixed
+    (--prompt-tokens/--output-tokens). Unset: fixed when a length is given, else openorca."""
     prompt_tokens: int | None = Field(
         default=None, ge=1, le=1 << 21, json_schema_extra=_meta("serving")
     )
