@@ -77,6 +77,12 @@ DECODE_STREAM_SHARE = 1.0
 #: median |log error| over the fit third of planning/data/serving_validation.toml
 #: (sha256(id) % 3 == 0, 31 rows), the rest held out (`python benchmarks/fit_serving.py`).
 ITERATION_EFFICIENCY = 0.91
+#: Fixed time between a request's arrival and its first iteration beyond any queue (the
+#: engine's admission, context-phase setup, first sampling). 0, not fitted: a joint fit with
+#: ITERATION_EFFICIENCY on the fit third (0.90 and 4 ms) lowered the fit error (6.7% -> 5.7%)
+#: but raised the held-out one (8.2% -> 9.0%), so the published batch-1 TTFTs of short
+#: prompts stay 30-44% above the model (docs/serving.md). A knob for a site's own runs.
+REQUEST_OVERHEAD_S = 0.0
 #: Probabilities the latency percentiles are reported at.
 PERCENTILES = (0.5, 0.9, 0.99)
 
@@ -177,6 +183,7 @@ class ServingCalibration:
 
     stream_share: float = DECODE_STREAM_SHARE
     iteration_efficiency: float = ITERATION_EFFICIENCY
+    request_overhead_s: float = REQUEST_OVERHEAD_S
 
 
 @dataclass(frozen=True)
@@ -669,7 +676,7 @@ def _static(w: Transformer, cl: Cluster, d: ServeDims, opt: ServeOptions, stage:
     pre = stage(0.0 * d.b, d.b)
     hops = _hops(w, cl, d, opt, d.b)
     itl = d.pp * it.total_s + hops.per_token_s
-    first = d.pp * pre.total_s + d.b * hops.per_prompt_s
+    first = d.pp * pre.total_s + d.b * hops.per_prompt_s + opt.calibration.request_overhead_s
     total = first + d.output * itl
     busy_t = pre.total_s + d.output * it.total_s
     busy = np.clip(d.pp * busy_t / (d.pp * total), 0.0, 1.0)
@@ -715,6 +722,7 @@ def _batching(
     chunks = np.maximum(np.ceil(d.prompt / PREFILL_CHUNK_TOKENS), 1.0)
     cycle = d.pp * it.total_s
     first = np.where(d.b > 1, (0.5 + chunks) * cycle, d.pp * alone.total_s) + hops.per_prompt_s
+    first = first + opt.calibration.request_overhead_s
     marginal = (it.total_s - decode_only.total_s) / np.maximum(share * d.prompt, 1e-30)
     peak_bw = cl.gpu.memory_bandwidth_TBps * 1e12
     return BatchTerms(
