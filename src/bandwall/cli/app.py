@@ -421,6 +421,10 @@ def validate(
             "runs": runs_doc,
             "runs_summary": by_split,
         }
+        from bandwall.cli.infer import published_serving  # serving and energy sets
+
+        serving_doc, print_serving = published_serving()
+        published_doc |= serving_doc
         if emit(published_doc, as_json, as_csv, rows + runs_doc):
             return
         console.print(
@@ -439,6 +443,7 @@ def validate(
                 f"{summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over "
                 f"{summary['rows']:.0f} rows"
             )
+        print_serving(console)
         return
     if results is None:
         raise ConfigError("give RESULTS (a run id, 'latest' or a JSON export) or --published")

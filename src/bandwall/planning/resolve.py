@@ -291,4 +291,6 @@ def energy_profile(
         price_per_kWh_usd=site.price_per_kWh_usd
         if price_per_kWh_usd is None
         else price_per_kWh_usd,
+        power_cap_W=cl.power_cap_W,
+        curve=pw.curve(gpu.curve),
     )
