@@ -48,7 +48,15 @@ def test_plan_json_has_the_documented_keys(run_cli) -> None:  # type: ignore[no-
     d = json.loads(r.out)
     assert set(d) >= PLAN_KEYS
     assert set(d["breakdown"]) == {
-        "compute", "overlap", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler"
+        "compute",
+        "overlap",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "bubble",
+        "straggler",
     }
     assert sum(d["breakdown"].values()) == pytest.approx(d["step_time_s"])
     assert d["tokens"] == 1e12

@@ -411,5 +411,3 @@ def test_terms_are_vectorised() -> None:
     tp = np.array([1.0, 2.0, 4.0])
     out = compute.gemm_s(4096.0, 4096.0 / tp, 4096.0, RATES)
     assert out.shape == (3,) and np.all(np.diff(out) < 0)
-
-

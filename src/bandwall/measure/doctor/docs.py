@@ -204,12 +204,14 @@ input)` that stores the result on the job. A training-log format is one entry:
 ```python
 from bandwall.measure.doctor.formats import Format, register_format
 
-register_format(Format(
-    name="training-log",
-    detect=lambda sample: "elapsed time per iteration" in sample,
-    start=MegatronIterationParser,      # .feed(number, line) / .finish() -> result
-    attach=attach_training_log,         # job.extra["training-log"].append(result); True
-))
+register_format(
+    Format(
+        name="training-log",
+        detect=lambda sample: "elapsed time per iteration" in sample,
+        start=MegatronIterationParser,  # .feed(number, line) / .finish() -> result
+        attach=attach_training_log,  # job.extra["training-log"].append(result); True
+    )
+)
 ```
 
 plus a `Rule` row in `rules.RULES` and a function decorated with
