@@ -11,7 +11,8 @@ torch for `ring`, but nothing from bandwall, so it starts fast and measures only
   machine's monotonic clock (one kernel, so one clock for every namespace) and times from it,
   so no operation overlaps the previous one.
 - `burst`: host 0 sends S bytes to host 1 on a fresh TCP connection (the handshake done
-  before the clock starts) and waits for a one-byte reply: the transfer plus a one-way trip,
+  before the clock starts, then three one-byte round trips that measure the path without
+  growing the window) and waits for a one-byte reply: the transfer plus a one-way trip,
   slow start included. `--idle X` also sends the same S again on that connection after X
   seconds of silence (after more than its retransmission timeout Linux restarts from the
   initial window) and right away (a warm window).
@@ -37,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 TCP_PORT = 29611
+#: One-byte round trips measured on each burst connection before its transfer.
+PINGS = 3
 
 
 def _ring(args: argparse.Namespace) -> int:
@@ -102,6 +105,10 @@ def _burst(args: argparse.Namespace) -> int:
         for size, _ in cases:
             conn, _ = lis.accept()
             with conn:
+                for _ in range(PINGS):
+                    if conn.recv(1) != b"p":
+                        raise ConnectionError("no ping")
+                    conn.sendall(b"p")
                 for _ in range(rounds):
                     got = 0
                     while got < size:
@@ -114,7 +121,7 @@ def _burst(args: argparse.Namespace) -> int:
     if rank != 0:
         return 0
     payload = b"\0" * max(args.sizes)
-    out: dict[str, Any] = {"fresh": {}, "idle": {}, "warm": {}}
+    out: dict[str, Any] = {"fresh": {}, "idle": {}, "warm": {}, "rtt_s": []}
 
     def timed(conn: socket.socket, size: int) -> float:
         t0 = time.perf_counter()
@@ -127,6 +134,12 @@ def _burst(args: argparse.Namespace) -> int:
         conn = _connect(args.server)
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with conn:
+            for _ in range(PINGS):  # one byte each way: the path's round trip, cwnd untouched
+                t0 = time.perf_counter()
+                conn.sendall(b"p")
+                if conn.recv(1) != b"p":
+                    raise ConnectionError("no ping reply")
+                out["rtt_s"].append(time.perf_counter() - t0)
             out["fresh"].setdefault(str(size), []).append(timed(conn, size))
             if args.idle:
                 time.sleep(args.idle)
