@@ -29,6 +29,12 @@ max(q, λ/s) / E[max(q, M/s)]. Flows that never leave their leaf do not count: w
 depends on where ring neighbours sit (:class:`Placement`) and on the cabling (rail-optimised
 leaves carry one NIC of each of `D` hosts; a top-of-rack leaf all NICs of D/nics hosts).
 
+Switches spread a job's flows more evenly than independent draws: published static-ECMP
+measurements lose 2-3× less than the uniform law predicts. The busiest link's excess over an
+even spread is scaled by a dispersion κ (:func:`hash_dispersion`; 1 = uniform hashing, what
+the lab's socket hash and the flow-level oracle check; `SWITCH_HASH_DISPERSION` for switch
+fabrics, fitted on 2 of 5 independent figures, docs/congestion.md).
+
 Vendors quote a different number, the *aggregate* throughput when every flow runs on its own
 (no synchronisation): the share of offered traffic the hashed links carry,
 E[min(K, s·q)] / E[K] for K ~ Binomial(F, 1/U) (:func:`carried_share`); one flow per NIC on

@@ -328,7 +328,10 @@ def shape_of(n: FloatArray, topo: Topology) -> Shape:
         # no transport paces a channel at its rung (net_socket.cc moves what TCP carries;
         # the lab's gloo busbw follows the tbf rate continuously, docs/lab.md): the channels
         # share the NIC's rate, so a 15 Gb/s NIC is not priced at its 9.6 Gb/s rung
-        ch_speed = np.maximum(ch_speed, plan / ch_per_nic)
+        with np.errstate(invalid="ignore"):  # an unbounded NIC (plan = inf): keep the rung
+            ch_speed = np.where(
+                np.isfinite(plan), np.maximum(ch_speed, plan / ch_per_nic), ch_speed
+            )
         flows = topo.streams_per_peer(out) * np.maximum(ppn / nics, 1.0)
         per_nic = np.minimum(np.asarray(topo.link_Bps(out, flows)) / GB, plan)
         # flow collisions on the spine paths (static ECMP), or the adaptive-routing balance;
