@@ -234,3 +234,47 @@ def test_max_bin_load_does_not_underflow_for_many_balls_per_bin() -> None:
 
     small, big = max_bin_load(1400, 2), max_bin_load(1600, 2)
     assert 700 < small < 730 and 800 < big < 830
+
+
+# --- one routing vocabulary ------------------------------------------------------------------
+
+
+def test_one_routing_enum_behind_every_routing_option() -> None:
+    """faults.Routing is topology.Routing (the former LoadBalancing); `static`, plan's old
+    spelling of static hashing, is ecmp wherever routing is read."""
+    from bandwall.model import topology
+    from bandwall.planning import request
+
+    assert Routing is topology.Routing is topology.LoadBalancing
+    assert [r.value for r in Routing] == ["auto", "adaptive", "ecmp", "flowlet"]
+    assert Routing.STATIC is Routing.ECMP
+    assert topology.parse_routing(" Static ") is Routing.ECMP
+    assert topology.parse_routing("ecmp") is Routing.ECMP
+    assert {k: v.value for k, v in topology.ROUTING_ALIASES.items()} == request.ROUTING_ALIASES
+    assert make_request(routing="static").routing == "ecmp"
+    with pytest.raises(ConfigError, match="routing: unknown value 'ospf'"):
+        topology.parse_routing("ospf")
+    # the topology stores one spelling: auto is the fabric's own, static is ecmp
+    t = topology.build_topology(gpus_per_node=8, scale_out="roce-400", load_balancing="static")
+    assert t.load_balancing == "ecmp"
+    assert (
+        topology.build_topology(
+            gpus_per_node=8, scale_out="roce-400", load_balancing="auto"
+        ).load_balancing
+        is None
+    )
+
+
+def test_plan_and_collective_take_the_same_routing_words(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`plan --routing ecmp` (new) and `--routing static` (old) give the same plan, and
+    `collective --routing` takes plan's words: static and auto as well as ecmp."""
+    common = ["plan", "--model", "llama3-8b", "--gpus", "256", "--preset", "ai-factory-roce"]
+    new = run_cli(*common, "--routing", "ecmp", "--json")
+    old = run_cli(*common, "--routing", "static", "--json")
+    assert new.code == old.code == 0
+    assert new.out == old.out
+    assert '"routing": "ecmp"' in new.out
+    coll = ["collective", "--ranks", "256", "--fabric", "roce-400", "--sizes", "1G", "--json"]
+    outs = {w: run_cli(*coll, "--routing", w) for w in ("ecmp", "static", "auto")}
+    assert {r.code for r in outs.values()} == {0}
+    assert outs["ecmp"].out == outs["static"].out == outs["auto"].out  # roce hashes by default

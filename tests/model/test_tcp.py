@@ -194,3 +194,79 @@ def test_tcp_collectives_finite_and_faster_with_streams(
     # more streams never slower, for either backend
     assert np.all(times[2] <= times[0] * (1 + 1e-12))
     assert np.all(times[3] <= times[1] * (1 + 1e-12))
+
+
+# --- short transfers: slow start, idle restart, back-to-back operations -----------------------
+
+
+def test_slow_start_rounds_by_hand() -> None:
+    """RFC 5681 with IW = 10 × 1448 B (RFC 6928), doubling per round trip, 200 Mbit/s-class
+    path (25 MB/s) at 50 ms (BDP 1.25 MB). 1 MiB: rounds of 14,480, 28,960, …, 463,360 B
+    carry 912,240 B in six round trips; the 7th carries the last 136,336 B, which land
+    136,336 / 25e6 s after it starts and RTT/2 later: 300 + 5.45 + 25 = 330.45 ms."""
+    t = float(tcp.transfer_s(2**20, rtt_s=0.05, rate_Bps=25e6))
+    assert t == pytest.approx(0.30 + 136_336 / 25e6 + 0.025)
+    # one initial window: no round trip waited
+    assert float(tcp.transfer_s(14_480, rtt_s=0.05, rate_Bps=25e6)) == pytest.approx(
+        14_480 / 25e6 + 0.025
+    )
+    # 16 MiB: round j = 6 sends 926,720 B < BDP, round j = 7 would send 1,853,440 B ≥ BDP:
+    # the pipe is full after 7 round trips (1,838,960 B sent) and the rest goes at the rate
+    big = 16 * 2**20
+    sent = 14_480 * (2**7 - 1)
+    assert float(tcp.transfer_s(big, rtt_s=0.05, rate_Bps=25e6)) == pytest.approx(
+        7 * 0.05 + (big - sent) / 25e6 + 0.025
+    )
+    # what slow start adds over a full window
+    steady = float(tcp.steady_transfer_s(2**20, rtt_s=0.05, rate_Bps=25e6))
+    assert steady == pytest.approx(2**20 / 25e6 + 0.025)
+    assert float(tcp.slow_start_s(2**20, rtt_s=0.05, rate_Bps=25e6)) == pytest.approx(t - steady)
+
+
+def test_slow_start_vanishes_where_the_pipe_is_one_window() -> None:
+    """A path whose bandwidth-delay product is below the initial window never waits a
+    round: 1 Gbit/s at 0.1 ms is 12.5 KB < 14.48 KB."""
+    assert float(tcp.slow_start_s(2**24, rtt_s=1e-4, rate_Bps=125e6)) == pytest.approx(0.0)
+
+
+def test_idle_restart_halves_per_timeout() -> None:
+    """RFC 2861 / Linux tcp_cwnd_restart: 800 segments idle 0.5 s at 50 ms RTT (RTO
+    200 + 50 ms) halve twice to 200; ten seconds bring them to the initial 10."""
+    w = tcp.idle_window_segments(800, np.array([0.0, 0.249, 0.5, 10.0]), 0.05)
+    assert w.tolist() == [800.0, 800.0, 200.0, 10.0]
+
+
+def test_back_to_back_operations_pay_the_longer_chain() -> None:
+    """A 4-rank gloo ring of 1 MiB at 10 ms RTT and 200 Mbit/s: the 2(n − 1) = 6 receiver-
+    ready round trips (6 × 10.5 = 63 ms) and the serialisation 2·3/4·1 MiB / 24.1 MB/s =
+    65 ms overlap when operations follow each other: 65 ms each, against 96 ms alone."""
+    rate = 200e6 / 8 * 1448 / 1500
+    bandwidth = 1.5 * 2**20 / rate
+    steady = float(tcp.steady_op_s(6 * 0.0105, bandwidth))
+    assert steady == pytest.approx(bandwidth)
+    assert float(tcp.back_to_back_s(0.096, steady, 10)) == pytest.approx(0.096 + 9 * steady)
+    assert float(tcp.back_to_back_s(0.096, steady, 1)) == pytest.approx(0.096)
+    assert float(tcp.back_to_back_s(0.096, steady, 0)) == 0.0
+    # never above the lone price
+    assert float(tcp.back_to_back_s(0.05, 0.08, 3)) == pytest.approx(0.15)
+
+
+@given(
+    sizes=st.lists(st.floats(1.0, 1e10), min_size=2, max_size=5),
+    rtt=st.floats(1e-4, 0.4),
+    rates=st.lists(st.floats(1e5, 1e11), min_size=2, max_size=4),
+)
+@settings(max_examples=60, deadline=None)
+def test_transfer_time_monotone(sizes: list[float], rtt: float, rates: list[float]) -> None:
+    """More bytes never arrive sooner; a faster path never delivers later; starting from the
+    initial window never beats a full one."""
+    s = np.sort(np.asarray(sizes))
+    r = np.sort(np.asarray(rates))
+    by_size = tcp.transfer_s(s, rtt_s=rtt, rate_Bps=r[0])
+    assert np.all(np.diff(by_size) >= -1e-12)
+    by_rate = tcp.transfer_s(s[-1], rtt_s=rtt, rate_Bps=r)
+    assert np.all(np.diff(by_rate) <= 1e-12)
+    assert np.all(
+        tcp.transfer_s(s, rtt_s=rtt, rate_Bps=r[0])
+        >= tcp.steady_transfer_s(s, rtt_s=rtt, rate_Bps=r[0]) - 1e-12
+    )

@@ -122,9 +122,7 @@ class Cluster:
             # fabric congestion (model/congestion.py): the whole job hashes onto the spine at
             # once; consecutive members of this group are stride/G nodes apart
             qps_per_connection=self.qps_per_connection,
-            load_balancing={"adaptive": "adaptive", "static": "ecmp", "flowlet": "flowlet"}[
-                self.routing
-            ],
+            load_balancing=self.routing,
             placement=self.placement,
             rail_optimized=self.rail_optimized,
             member_spacing_nodes=np.maximum(s / G, 1.0),

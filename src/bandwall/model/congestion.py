@@ -29,6 +29,12 @@ max(q, λ/s) / E[max(q, M/s)]. Flows that never leave their leaf do not count: w
 depends on where ring neighbours sit (:class:`Placement`) and on the cabling (rail-optimised
 leaves carry one NIC of each of `D` hosts; a top-of-rack leaf all NICs of D/nics hosts).
 
+Switches spread a job's flows more evenly than independent draws: published static-ECMP
+measurements lose 2-3× less than the uniform law predicts. The busiest link's excess over an
+even spread is scaled by a dispersion κ (:func:`hash_dispersion`; 1 = uniform hashing, what
+the lab's socket hash and the flow-level oracle check; `SWITCH_HASH_DISPERSION` for switch
+fabrics, fitted on 2 of 5 independent figures, docs/congestion.md).
+
 Vendors quote a different number, the *aggregate* throughput when every flow runs on its own
 (no synchronisation): the share of offered traffic the hashed links carry,
 E[min(K, s·q)] / E[K] for K ~ Binomial(F, 1/U) (:func:`carried_share`); one flow per NIC on
@@ -48,7 +54,7 @@ RDMA deployments", SIGCOMM 2015), so the penalty is off on those fabrics.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -72,6 +78,11 @@ EXACT_MAX_BALLS = 4096
 EULER_GAMMA = 0.5772156649015329
 #: Quantile reported as the "bad luck" case of a hashed fabric.
 WORST_QUANTILE = 0.99
+#: Dispersion of switch ECMP (:func:`hash_dispersion`), fitted to 2 of the 5 independent
+#: published static-ECMP measurements (docs/congestion.md, "Which figures set what";
+#: tests/model/test_congestion_published.py): real switches spread a job's flows more
+#: evenly than independent uniform draws.
+SWITCH_HASH_DISPERSION = 0.27
 
 #: Saturation throughput of an N-input FIFO input-queued switch under uniform traffic
 #: (Karol, Hluchyj & Morgan 1987); N → ∞: 2 − √2.
@@ -346,6 +357,51 @@ def _balanced(link: Link, topo: Topology) -> float:
     return link.adaptive_efficiency
 
 
+def _floor_sum(y: FloatArray, h: FloatArray) -> FloatArray:
+    """Σ_{j=0}^{y−1} floor(j / h) for whole y, h ≥ 1: h·q(q − 1)/2 + q·r, y = q·h + r."""
+    q = np.floor(y / h)
+    return h * q * (q - 1.0) / 2.0 + q * (y - q * h)
+
+
+def packed_ring_crossing(nodes: Any, spacing: Any, hosts: Any) -> FloatArray:
+    """Share of a packed ring's hops that leave their leaf.
+
+    The job starts on a leaf boundary (a topology-aware scheduler) and fills leaves of
+    `hosts` nodes in rank order; a group's N members sit `spacing` nodes apart, the
+    interleaved groups at offsets o = 0 … spacing − 1. Between its first and last member a
+    group crosses C(o) = floor((o + x)/H) − floor(o/H) leaf boundaries (x = (N − 1)·spacing),
+    whose mean over the offsets is exact in closed form (:func:`_floor_sum`); the hop that
+    closes the ring crosses when C > 0, probability min(1, E[C]) (C is 0 or 1 while x < H,
+    at least 1 beyond). The share is (E[C] + P(wrap)) / N, at most 1.
+
+    >>> [round(float(x), 3) for x in packed_ring_crossing([4, 8, 5, 4], [1, 1, 1, 4], 4)]
+    [0.0, 0.25, 0.4, 1.0]
+    """
+    n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    sp = np.maximum(np.ceil(np.asarray(spacing, dtype=np.float64)), 1.0)
+    h = np.maximum(np.floor(np.asarray(hosts, dtype=np.float64)), 1.0)
+    x = (n - 1.0) * sp
+    linear = (_floor_sum(x + sp, h) - _floor_sum(x, h) - _floor_sum(sp, h)) / sp
+    wrap = np.minimum(1.0, linear)
+    out: FloatArray = np.where(n > 1, np.minimum(1.0, (linear + wrap) / n), 0.0)
+    return out
+
+
+def packed_peer_crossing(nodes: Any, spacing: Any, hosts: Any) -> FloatArray:
+    """Share of a member's peers under other leaves when it talks to all N − 1 others
+    (all-to-all), packed: a leaf of H nodes holds min(N, max(1, H/spacing)) of the group.
+
+    >>> [round(float(x), 3) for x in packed_peer_crossing([4, 8, 8], [1, 1, 4], 4)]
+    [0.0, 0.571, 1.0]
+    """
+    n = np.maximum(np.asarray(nodes, dtype=np.float64), 1.0)
+    sp = np.maximum(np.asarray(spacing, dtype=np.float64), 1.0)
+    h = np.maximum(np.asarray(hosts, dtype=np.float64), 1.0)
+    mates = np.clip(np.floor(h / sp), 1.0, n)
+    out: FloatArray = np.where(n > 1, (n - mates) / np.maximum(n - 1.0, 1.0), 0.0)
+    return out
+
+
 def collisions(
     topo: Topology,
     *,
@@ -354,19 +410,55 @@ def collisions(
     peers: Any = 1.0,
     full: bool = False,
 ) -> Collisions:
-    """Balls into bins for one traffic pattern on `topo`'s scale-out fabric.
+    """Balls into bins for one traffic pattern on `topo`'s scale-out fabric
+    (:func:`layout_collisions`). Packed placement is a scheduler that knows the cabling: it can
+    always fall back to an allocation blind to it, so packed is priced as the better of the
+    ordered layout and the scattered one, element by element (packed is never slower). The
+    callers charge oversubscription to every cross-node byte whatever the placement, so the
+    two compare by their share of balanced bandwidth.
+    """
+    ordered = layout_collisions(
+        topo, nodes=nodes, flows_per_nic=flows_per_nic, peers=peers, full=full
+    )
+    if Placement(topo.placement) is not Placement.PACKED:
+        return ordered
+    blind = layout_collisions(
+        replace(topo, placement=Placement.SCATTERED.value),
+        nodes=nodes,
+        flows_per_nic=flows_per_nic,
+        peers=peers,
+        full=full,
+    )
+    keep = ordered.factor >= blind.factor
+    merged = {
+        f.name: np.where(keep, getattr(ordered, f.name), getattr(blind, f.name))
+        for f in fields(Collisions)
+    }
+    return Collisions(**merged)
+
+
+def layout_collisions(
+    topo: Topology,
+    *,
+    nodes: Any,
+    flows_per_nic: Any,
+    peers: Any = 1.0,
+    full: bool = False,
+) -> Collisions:
+    """Balls into bins for one traffic pattern and one placement.
 
     The job's NICs (`topo.fabric_nics`, all communicating at once, as the engine assumes of
     a job's groups) fill ceil(nodes / H) leaves of H hosts per rail plane
     (:func:`hosts_per_leaf`). Each NIC sends `flows_per_nic` flows to `peers` remote nodes
     (1: a ring or pipeline neighbour, rail-aligned). A flow leaves its leaf with probability
     `crossing`: scattered, the neighbour is a random other node of the job, so 1 − (m − 1)/
-    (nodes − 1) for m of them per leaf; packed, a neighbour `member_spacing_nodes` away is
-    under another leaf with probability spacing/H, and of many peers all but those under
-    the same leaf are. A leaf sends F = busy host ports · flows_per_nic · crossing flows up.
-    Two (two tiers) or four (three tiers) hashing stages lie on a crossing path; where every
-    flow of a leaf goes to one other leaf (packed neighbours) the down stage repeats the up
-    stage and only the up stages are independent. `full` adds the reporting fields (busiest
+    (nodes − 1) for m of them per leaf; packed, the ring hops at leaf boundaries
+    (:func:`packed_ring_crossing`: none while the group sits under one leaf), and of many
+    peers all but those under the same leaf (:func:`packed_peer_crossing`). A leaf sends
+    F = busy host ports · flows_per_nic · crossing flows up. Two (two tiers) or four (three
+    tiers) hashing stages lie on a crossing path; where every flow of a leaf goes to one
+    other leaf (packed neighbours) the down stage repeats the up stage and only the up
+    stages are independent. `full` adds the reporting fields (busiest
     load in flows, aggregate carried share); without it they are NaN.
     """
     link = topo.scale_out
@@ -393,10 +485,12 @@ def collisions(
     leaves = np.ceil(job_nodes / hosts)
     packed = Placement(topo.placement) is Placement.PACKED
     if packed:
-        spacing = np.maximum(np.asarray(topo.member_spacing_nodes, dtype=np.float64), 1.0)
-        single = np.minimum(1.0, spacing / hosts)
-        many = np.clip(1.0 - hosts / np.maximum(n_nodes * spacing, 1.0), 0.0, 1.0)
-        phi = np.where(n_peers > 1, np.maximum(many, single), single)
+        spacing = np.ceil(np.maximum(np.asarray(topo.member_spacing_nodes, dtype=np.float64), 1.0))
+        phi = np.where(
+            n_peers > 1,
+            packed_peer_crossing(n_nodes, spacing, hosts),
+            packed_ring_crossing(n_nodes, spacing, hosts),
+        )
         correlated = n_peers <= 1
     else:
         mates = job_nodes / leaves
@@ -439,6 +533,11 @@ def collisions(
             one, one_worst = max_load_stats(balls[h], worst_keep[h], 1.0, q[h], speed[h])
             pace[h] = np.maximum(pace[h], one)
             worst_pace[h] = np.maximum(worst_pace[h], one_worst)
+    # the hash's excess over the surviving paths evenly filled, scaled by its dispersion
+    even = np.maximum(q, balls / (np.minimum(keep, worst_keep) * speed))
+    kappa = hash_dispersion(topo)
+    pace = even + kappa * np.maximum(pace - even, 0.0)
+    worst_pace = even + kappa * np.maximum(worst_pace - even, 0.0)
     mean = balls / paths
     ideal = np.maximum(q, mean / speed)
     nan = np.full(q.shape, np.nan)
@@ -476,6 +575,16 @@ def _worst_leaf_losses(failed: Any, leaves: Any) -> FloatArray:
     pairs, back = np.unique(np.stack([k.ravel(), n.ravel()], axis=1), axis=0, return_inverse=True)
     vals = np.array([max_bin_load(int(a), int(b)) for a, b in pairs], dtype=np.float64)
     return vals[back.reshape(-1)].reshape(k.shape)
+
+
+def hash_dispersion(topo: Topology) -> FloatArray:
+    """How far the busiest link sits above an even spread, as a share of what independent
+    uniform hashing gives (1: uniform random hashing, the balls-into-bins law the lab and the
+    flow-level oracle check; 0: every path equally loaded): `topo.hash_dispersion`, else
+    :data:`SWITCH_HASH_DISPERSION` for a switch fabric's ECMP."""
+    if topo.hash_dispersion is not None:
+        return np.clip(np.asarray(topo.hash_dispersion, dtype=np.float64), 0.0, 1.0)
+    return np.asarray(SWITCH_HASH_DISPERSION)
 
 
 def hosts_per_leaf(topo: Topology, host_ports: Any) -> FloatArray:
@@ -533,7 +642,8 @@ def applies_to(link: Link | None) -> bool:
 
 def ring_balance(topo: Topology, nodes: Any, channels_per_nic: Any) -> FloatArray:
     """Share of balanced scale-out bandwidth a ring/tree collective gets under the fabric's
-    load balancing (1 inside a node, on TCP and on generic links)."""
+    load balancing (1 inside a node, on TCP and on generic links). The callers price a NIC
+    at rate / oversubscription and multiply by this."""
     n = np.asarray(nodes, dtype=np.float64)
     if not applies(topo) or not bool(np.any(n > 1)):
         return np.ones_like(n)

@@ -6,23 +6,15 @@ Pure functions; each cites its closed form. Vectorised where a sweep needs it.
 from __future__ import annotations
 
 import math
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 from bandwall.catalog import FailureSpec
 from bandwall.errors import ConfigError
+from bandwall.model.topology import Routing, parse_routing
 
-
-class Routing(StrEnum):
-    """How the scale-out fabric spreads traffic over spine paths (and after a link fails);
-    flowlet switching re-pins flows like static hashing (model/congestion.py)."""
-
-    ADAPTIVE = "adaptive"
-    STATIC = "static"
-    FLOWLET = "flowlet"
-    AUTO = "auto"
+__all__ = ["Routing", "parse_routing"]
 
 
 def job_mtbf_s(f: FailureSpec, gpus: Any, nodes: Any, nics: Any, links: Any) -> Any:

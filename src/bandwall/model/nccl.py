@@ -287,6 +287,16 @@ def _jitter(link: Link | None, n: FloatArray) -> tuple[FloatArray, FloatArray]:
     return mu, spread
 
 
+def channels_as_cabled(out: Link, arch: GpuArch) -> FloatArray:
+    """Channels per NIC the ring search finds for the NIC rate the fabric was laid out for
+    (`Link.layout_Bps`; the catalog's rate when no what-if replaced it)."""
+    laid = out.bandwidth_Bps if out.layout_Bps is None else out.layout_Bps
+    nic = np.asarray(laid, dtype=np.float64) / GB
+    plan = np.minimum(nic, np.asarray(out.host_Bps, dtype=np.float64) / GB)
+    speed = np.minimum(ladder_floor(plan, SPEEDS_INTER[_ladder_key(arch)]), plan)
+    return np.maximum(np.floor(nic / speed), 1.0)
+
+
 def shape_of(n: FloatArray, topo: Topology) -> Shape:
     """NCCL's view of `n` ranks on `topo` (all fields broadcast to n's shape)."""
     G = np.asarray(topo.gpus_per_node, dtype=np.float64)
@@ -313,11 +323,22 @@ def shape_of(n: FloatArray, topo: Topology) -> Shape:
         ch_speed = ladder_floor(plan, SPEEDS_INTER[_ladder_key(arch)])
         ch_speed = np.minimum(ch_speed, plan) + zero
         ch_per_nic = np.maximum(np.floor(nic_nominal / ch_speed), 1.0) + zero
+        # the ladder sets how many channels the search plans and NCCL's own estimate
+        # (search.cc:1058-1160 -> graph bwInter -> tuning.cc:324 busBw = nChannels × bw);
+        # no transport paces a channel at its rung (net_socket.cc moves what TCP carries;
+        # the lab's gloo busbw follows the tbf rate continuously, docs/lab.md): the channels
+        # share the NIC's rate, so a 15 Gb/s NIC is not priced at its 9.6 Gb/s rung
+        with np.errstate(invalid="ignore"):  # an unbounded NIC (plan = inf): keep the rung
+            ch_speed = np.where(
+                np.isfinite(plan), np.maximum(ch_speed, plan / ch_per_nic), ch_speed
+            )
         flows = topo.streams_per_peer(out) * np.maximum(ppn / nics, 1.0)
         per_nic = np.minimum(np.asarray(topo.link_Bps(out, flows)) / GB, plan)
-        # flow collisions on the spine paths (static ECMP), or the adaptive-routing balance
+        # flow collisions on the spine paths (static ECMP), or the adaptive-routing balance;
+        # the flows hashed are the channels NCCL opens on the NIC as cabled (a what-if rate
+        # keeps them, so more bandwidth never hashes fewer flows)
         balance = congestion.ring_balance(
-            topo, nodes, congestion.NCCL_COLL_CHANNEL_FACTOR * ch_per_nic
+            topo, nodes, congestion.NCCL_COLL_CHANNEL_FACTOR * channels_as_cabled(out, arch)
         )
         net_cap = (
             nics * per_nic * balance / np.asarray(topo.oversubscription, dtype=np.float64) + zero

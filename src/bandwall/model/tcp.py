@@ -196,3 +196,166 @@ def tcp_Bps(
     if cc is CongestionControl.BBR:
         cap = cap * bbr_delivered_share(loss)
     return np.minimum(np.asarray(streams, dtype=np.float64) * per_stream, cap)
+
+
+# --- short transfers: slow start and back-to-back operations ----------------------------------
+
+#: Linux's initial congestion window, 10 segments (RFC 6928; include/net/tcp.h TCP_INIT_CWND).
+INITIAL_WINDOW_SEGMENTS = 10
+#: Window growth per round trip in slow start: the sender adds a segment per segment acked
+#: (RFC 5681 §3.1 with appropriate byte counting, RFC 3465), and Linux's receiver acks every
+#: segment while it is in quick-ack mode at the start of a transfer, so the window doubles.
+#: BBR's startup multiplies its pacing rate by 2/ln 2 ≈ 2.89 per round on a bandwidth
+#: estimate that itself lags a round (tcp_bbr.c, bbr_high_gain), delivering about as much
+#: per round as doubling does: the same law is used for both.
+SLOW_START_GROWTH = 2.0
+#: Rounds of slow start priced at most (2^40 segments: far past any window).
+_MAX_ROUNDS = 48
+
+
+def transfer_s(
+    size_bytes: Numeric,
+    *,
+    rtt_s: Numeric,
+    rate_Bps: Numeric,
+    mss_bytes: Numeric = 1448.0,
+    window_bytes: Numeric = np.inf,
+    initial_window_segments: Numeric = INITIAL_WINDOW_SEGMENTS,
+    growth: float = SLOW_START_GROWTH,
+) -> FloatArray:
+    """Seconds from the first byte sent to the last byte received, on a connection that
+    starts from the initial window: a new one, or one idle for longer than its
+    retransmission timeout (Linux's tcp_slow_start_after_idle = 1, RFC 5681 §4.1).
+
+    Round j (j = 0, 1, …) may send w_j = min(IW·MSS·growth^j, window) bytes, one round trip
+    after the previous round's first segment; once w_j reaches the path's bandwidth-delay
+    product (rate × RTT) the pipe is full and the rest goes at `rate` (RFC 5681 §3.1;
+    Cardwell, Savage & Anderson, "Modeling TCP latency", INFOCOM 2000, §2). The last byte
+    arrives RTT/2 after it leaves. A connection already past slow start takes
+    size/min(rate, window/RTT) + RTT/2 (:func:`steady_transfer_s`).
+
+    >>> round(float(transfer_s(14_480, rtt_s=0.05, rate_Bps=25e6)) * 1e3, 2)  # 1 round, ms
+    25.58
+    >>> round(float(transfer_s(2**20, rtt_s=0.05, rate_Bps=25e6)) * 1e3)  # 7 rounds, ms
+    330
+    """
+    size = np.asarray(size_bytes, dtype=np.float64)
+    rtt = np.asarray(rtt_s, dtype=np.float64)
+    rate = np.minimum(
+        np.asarray(rate_Bps, dtype=np.float64), np.asarray(window_bytes, dtype=np.float64) / rtt
+    )
+    win = np.asarray(window_bytes, dtype=np.float64)
+    first = np.asarray(initial_window_segments, dtype=np.float64) * np.asarray(
+        mss_bytes, dtype=np.float64
+    )
+    size, rtt, rate, win, first = np.broadcast_arrays(size, rtt, rate, win, first)
+    sent = np.zeros(size.shape)  # bytes sent before the current round
+    done = np.zeros(size.shape, dtype=bool)
+    out = np.zeros(size.shape)
+    for j in range(_MAX_ROUNDS):
+        cwnd = np.minimum(first * growth**j, win)
+        full = cwnd >= rate * rtt  # the pipe is full from this round on
+        left = size - sent
+        # the rest fits in this round, or the pipe is full: it leaves at the path's rate
+        ends = ~done & ((left <= cwnd) | full)
+        out = np.where(ends, j * rtt + left / rate + rtt / 2, out)
+        done |= ends
+        if bool(np.all(done)):
+            break
+        sent = sent + cwnd
+    return np.where(size > 0, out, 0.0)
+
+
+#: Linux's minimum retransmission timeout (include/net/tcp.h TCP_RTO_MIN, 200 ms).
+RTO_MIN_S = 0.2
+
+
+def idle_window_segments(
+    window_segments: Numeric,
+    idle_s: Numeric,
+    rtt_s: Numeric,
+    initial_window_segments: Numeric = INITIAL_WINDOW_SEGMENTS,
+) -> FloatArray:
+    """The congestion window a connection resumes with after `idle_s` of silence: halved
+    for every retransmission timeout that passed, never below the initial window (RFC 2861
+    §3; Linux tcp_cwnd_restart with tcp_slow_start_after_idle = 1). The timeout is taken as
+    200 ms + RTT (TCP_RTO_MIN plus the smoothed RTT, the variance of a quiet path ~0).
+
+    >>> [float(w) for w in idle_window_segments(800, [0.0, 0.5, 10.0], 0.05)]
+    [800.0, 200.0, 10.0]
+    """
+    rto = RTO_MIN_S + np.asarray(rtt_s, dtype=np.float64)
+    halvings = np.floor(np.maximum(np.asarray(idle_s, dtype=np.float64), 0.0) / rto)
+    shrunk = np.asarray(window_segments, dtype=np.float64) * np.exp2(-np.minimum(halvings, 64))
+    result: FloatArray = np.maximum(shrunk, np.asarray(initial_window_segments, dtype=np.float64))
+    return result
+
+
+def steady_transfer_s(
+    size_bytes: Numeric, *, rtt_s: Numeric, rate_Bps: Numeric, window_bytes: Numeric = np.inf
+) -> FloatArray:
+    """The same transfer on a connection already at its full window: size/min(rate,
+    window/RTT) + RTT/2."""
+    rtt = np.asarray(rtt_s, dtype=np.float64)
+    rate = np.minimum(
+        np.asarray(rate_Bps, dtype=np.float64), np.asarray(window_bytes, dtype=np.float64) / rtt
+    )
+    result: FloatArray = np.asarray(size_bytes, dtype=np.float64) / rate + rtt / 2
+    return result
+
+
+def slow_start_s(
+    size_bytes: Numeric,
+    *,
+    rtt_s: Numeric,
+    rate_Bps: Numeric,
+    mss_bytes: Numeric = 1448.0,
+    window_bytes: Numeric = np.inf,
+    initial_window_segments: Numeric = INITIAL_WINDOW_SEGMENTS,
+) -> FloatArray:
+    """What starting from the initial window adds to a transfer: :func:`transfer_s` minus
+    :func:`steady_transfer_s` (≥ 0). It grows with the round trips slow start needs to fill
+    the pipe, about log2(rate·RTT / (IW·MSS)), so it matters for short bursts at high RTT.
+
+    >>> round(float(slow_start_s(2**20, rtt_s=0.05, rate_Bps=25e6)) * 1e3)  # ms
+    264
+    """
+    start = transfer_s(
+        size_bytes,
+        rtt_s=rtt_s,
+        rate_Bps=rate_Bps,
+        mss_bytes=mss_bytes,
+        window_bytes=window_bytes,
+        initial_window_segments=initial_window_segments,
+    )
+    full = steady_transfer_s(size_bytes, rtt_s=rtt_s, rate_Bps=rate_Bps, window_bytes=window_bytes)
+    result: FloatArray = np.maximum(start - full, 0.0)
+    return result
+
+
+def steady_op_s(latency_chain_s: Numeric, bandwidth_s: Numeric) -> FloatArray:
+    """Per-operation time of identical collectives issued back to back over TCP once the
+    pipeline is full: max(latency chain, bandwidth term).
+
+    A lone Gloo ring waits for a receiver-ready round trip before each segment pair moves
+    (gloo/transport/tcp/pair.cc, model/collectives.py); issued back to back, a rank that has
+    finished posts the next operation's receives while its neighbours still send, so the
+    next operation's handshakes overlap this one's transfers and only the longer of the two
+    chains paces the sequence: the 2(n − 1) round trips of the ring, or its 2(n − 1)/n · S/B
+    of serialisation (the lab, docs/lab.md: 1 MiB at 10 ms RTT, 67 ms back to back against
+    96 ms alone).
+    """
+    result: FloatArray = np.maximum(
+        np.asarray(latency_chain_s, dtype=np.float64), np.asarray(bandwidth_s, dtype=np.float64)
+    )
+    return result
+
+
+def back_to_back_s(single_s: Numeric, steady_s: Numeric, ops: Numeric) -> FloatArray:
+    """Total seconds of `ops` identical operations issued back to back: the first at its
+    lone price, the others at the pipelined one (never above the lone price)."""
+    n = np.maximum(np.asarray(ops, dtype=np.float64), 0.0)
+    one = np.asarray(single_s, dtype=np.float64)
+    steady = np.minimum(np.asarray(steady_s, dtype=np.float64), one)
+    result: FloatArray = np.where(n > 0, one + np.maximum(n - 1.0, 0.0) * steady, 0.0)
+    return result

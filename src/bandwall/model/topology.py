@@ -60,18 +60,33 @@ class GpuArch(StrEnum):
         return cls.VOLTA
 
 
-class LoadBalancing(StrEnum):
-    """How the fabric spreads flows over equal-cost paths."""
+class Routing(StrEnum):
+    """How the scale-out fabric spreads flows over equal-cost spine paths: the one
+    vocabulary of `--routing` (plan, collective, infer), the topology and the failure model.
+    """
 
+    AUTO = "auto"
+    """The fabric's own (catalog `adaptive_routing`: adaptive, else ecmp)."""
+    ADAPTIVE = "adaptive"
+    """Per-packet adaptive routing or spraying: near-ideal balance at the fabric's
+    `adaptive_efficiency` (reordering handled by the NIC); failed links leave (L − K)/L."""
     ECMP = "ecmp"
-    """Static per-flow hashing (RoCE: 5-tuple, the UDP source port derived from the QP)."""
+    """Static per-flow hashing (RoCE: 5-tuple, the UDP source port derived from the QP):
+    flow collisions on the spine, and rehashing after a link fails."""
     FLOWLET = "flowlet"
     """Re-hash at flowlet gaps. A bandwidth-bound NCCL transfer keeps its pipe full, so each
     gap draws a fresh random placement: the same expected busiest link as ECMP, a smaller
     spread. Congestion-aware schemes that pick the least-loaded path are `adaptive`."""
-    ADAPTIVE = "adaptive"
-    """Per-packet adaptive routing or spraying: near-ideal balance at the fabric's
-    `adaptive_efficiency` (reordering handled by the NIC)."""
+    STATIC = "ecmp"
+    """The former name of :attr:`ECMP` (an alias: the same member)."""
+
+
+#: Former spellings still accepted: `plan --routing static` named static hashing before
+#: `plan` and `collective` shared one vocabulary.
+ROUTING_ALIASES = {"static": Routing.ECMP}
+
+#: The name this enum had in the collective model (values unchanged).
+LoadBalancing = Routing
 
 
 class Placement(StrEnum):
@@ -105,8 +120,13 @@ class FabricCC(StrEnum):
     """Not a switched RDMA fabric (NVLink, PCIe)."""
 
 
-def parse_load_balancing(text: str) -> LoadBalancing:
-    return parse_choice(LoadBalancing, text, "routing")
+def parse_routing(text: str) -> Routing:
+    """`text` as a :class:`Routing` (its former spelling `static` is `ecmp`)."""
+    alias = ROUTING_ALIASES.get(text.strip().lower())
+    return alias if alias is not None else parse_choice(Routing, text, "routing")
+
+
+parse_load_balancing = parse_routing
 
 
 def parse_placement(text: str) -> Placement:
@@ -330,7 +350,8 @@ class Topology:
     per-step network overhead is 1 µs on Intel, 2 µs on AMD).
 
     Fabric congestion (model/congestion.py): `qps_per_connection` (NCCL_IB_QPS_PER_CONNECTION;
-    None: NCCL's 1); `load_balancing` (ecmp, flowlet, adaptive; None: the scale-out fabric's);
+    None: NCCL's 1); `load_balancing` (a :class:`Routing`: ecmp, flowlet, adaptive; None or
+    auto: the scale-out fabric's);
     `placement` (scattered: ring neighbours on other leaves; packed: rank order follows the
     cabling); `rail_optimized` (NIC i of every node on rail leaf i, else top-of-rack leaves);
     `member_spacing_nodes` (nodes between consecutive group members in rank order: 1 for a
@@ -370,6 +391,10 @@ class Topology:
     failed_uplinks: Numeric = 0.0
     """Scale-out links down where the collision model prices them (congestion
     .prices_failures): spine paths lost, on every leaf and most on the worst one."""
+    hash_dispersion: Numeric | None = None
+    """Busiest hashed link above an even spread, as a share of uniform random hashing's
+    excess (1: independent uniform draws, as the lab's socket hash; None: the switch value
+    fitted in model/congestion.py)."""
 
     def __post_init__(self) -> None:
         g = np.asarray(self.gpus_per_node)
@@ -407,7 +432,11 @@ class Topology:
                 f"must be >= 1, got {self.qps_per_connection}", field="qps_per_connection"
             )
         if self.load_balancing is not None:
-            parse_load_balancing(self.load_balancing)
+            # one spelling from here on: auto is the fabric's own, static is ecmp
+            routing = parse_routing(self.load_balancing)
+            object.__setattr__(
+                self, "load_balancing", None if routing is Routing.AUTO else routing.value
+            )
         parse_placement(self.placement)
         if self.rdma_cc is not None:
             parse_fabric_cc(self.rdma_cc)

@@ -118,6 +118,9 @@ def _wrong_tier(name: str, value: str) -> None:
     raise ValueError(f"{value!r} is a {tier} fabric (give it as {where}); give {wanted}")
 
 
+#: Former `--routing` spellings, as model.topology.ROUTING_ALIASES (a test keeps them equal).
+ROUTING_ALIASES = {"static": "ecmp"}
+
 CHOICE_FIELDS = ("model", "preset", "gpu", "provider", "scale_up", "fabric", "wan")
 
 
@@ -282,11 +285,12 @@ class PlanRequest(BaseModel):
     )
     """RoCE congestion control: dcqcn (PFC + ECN), pfc (PFC only: head-of-line blocking in
     all-to-all phases) or auto (the fabric's own)."""
-    routing: Literal["auto", "adaptive", "static", "flowlet"] = Field(
+    routing: Literal["auto", "adaptive", "ecmp", "flowlet"] = Field(
         default="auto", json_schema_extra=_meta("network")
     )
-    """Load balancing over spine paths: adaptive (per packet), static (ECMP hashing: flow
-    collisions, and rehashing after failures), flowlet, or auto (the fabric's own)."""
+    """Load balancing over spine paths: adaptive (per packet), ecmp (static hashing: flow
+    collisions, and rehashing after failures; `static`, its former name, is accepted),
+    flowlet, or auto (the fabric's own)."""
 
     # --- layout (unset: searched) -----------------------------------------------------------
     tp: int | None = Field(
@@ -503,6 +507,15 @@ class PlanRequest(BaseModel):
                 _wrong_tier(name, value)
             raise ValueError(f"unknown value {value!r}; choose one of: {', '.join(allowed)}")
         return folded[value.lower()] if name not in ("model",) else value
+
+    @field_validator("routing", mode="before")
+    @classmethod
+    def _routing_alias(cls, value: Any) -> Any:
+        """The former spelling of ecmp (model.topology.ROUTING_ALIASES; not imported here,
+        which would load numpy for `--help`)."""
+        if isinstance(value, str) and value.strip().lower() in ROUTING_ALIASES:
+            return ROUTING_ALIASES[value.strip().lower()]
+        return value
 
     @model_validator(mode="after")
     def _overlap_needs_sp(self) -> PlanRequest:

@@ -14,7 +14,12 @@ from bandwall.errors import ConfigError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
 from bandwall.model.congestion import prices_failures
-from bandwall.model.faults import Routing, degraded_bandwidth_factor, slow_link_factor
+from bandwall.model.faults import (
+    Routing,
+    degraded_bandwidth_factor,
+    parse_routing,
+    slow_link_factor,
+)
 from bandwall.model.topology import Link
 from bandwall.planning.presets import get_preset
 from bandwall.planning.request import PlanRequest
@@ -110,9 +115,9 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         preset.nics_per_node if not req.fabric else (gpn if out_spec.rdma else 1.0)
     )
     nics = float(min(nics, gpn))
-    routing = Routing(req.routing)
+    routing = parse_routing(req.routing)
     if routing is Routing.AUTO:
-        routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.STATIC
+        routing = Routing.ADAPTIVE if out_spec.adaptive_routing else Routing.ECMP
     # hashed routing on a fabric with the collision model: failed links are spine paths
     # lost there (congestion.collisions), not a fabric-wide health factor on top of it
     by_collisions = prices_failures(out, routing.value)

@@ -6,7 +6,16 @@ torch for `ring`, but nothing from bandwall, so it starts fast and measures only
 - `ring`: gloo over the lab's links. Rank 0 and 1 ping-pong a one-element tensor (half the
   round trip is the one-way latency α), then every rank runs all_reduce per size, back to back
   as nccl-tests and `bench` do, timing each iteration on every rank and keeping the slowest
-  rank's time (a collective ends when its last rank does).
+  rank's time (a collective ends when its last rank does). With `--isolated` each iteration
+  starts alone: rank 0 names an instant a second ahead, every rank waits for it on the
+  machine's monotonic clock (one kernel, so one clock for every namespace) and times from it,
+  so no operation overlaps the previous one.
+- `burst`: host 0 sends S bytes to host 1 on a fresh TCP connection (the handshake done
+  before the clock starts, then three one-byte round trips that measure the path without
+  growing the window) and waits for a one-byte reply: the transfer plus a one-way trip,
+  slow start included. `--idle X` also sends the same S again on that connection after X
+  seconds of silence (after more than its retransmission timeout Linux restarts from the
+  initial window) and right away (a warm window).
 - `ping`: UDP round trips between host 0 and host 1 (no torch): the delay line's own delay
   and jitter.
 - `tcp`: plain TCP streams from host 0 to host 1, to measure what more streams gain. With
@@ -29,6 +38,8 @@ from pathlib import Path
 from typing import Any
 
 TCP_PORT = 29611
+#: One-byte round trips measured on each burst connection before its transfer.
+PINGS = 3
 
 
 def _ring(args: argparse.Namespace) -> int:
@@ -58,6 +69,14 @@ def _ring(args: argparse.Namespace) -> int:
             dist.all_reduce(buf)
         times = torch.zeros(args.iters, dtype=torch.float64)
         for i in range(args.iters):
+            if args.isolated:
+                start = torch.tensor([time.monotonic() + 1.0], dtype=torch.float64)
+                dist.broadcast(start, 0)
+                t0 = float(start[0])
+                time.sleep(max(t0 - time.monotonic(), 0.0))
+                dist.all_reduce(buf)
+                times[i] = time.monotonic() - t0
+                continue
             t0 = time.perf_counter()
             dist.all_reduce(buf)
             times[i] = time.perf_counter() - t0
@@ -66,8 +85,68 @@ def _ring(args: argparse.Namespace) -> int:
     dist.barrier()
     dist.destroy_process_group()
     if rank == 0:
-        out["pingpong_one_way_s"] = statistics.median(out["pingpong_s"]) / 2
+        if out["pingpong_s"]:
+            out["pingpong_one_way_s"] = statistics.median(out["pingpong_s"]) / 2
         Path(args.out).write_text(json.dumps(out))
+    return 0
+
+
+def _burst(args: argparse.Namespace) -> int:
+    rank = int(os.environ["RANK"])
+    cases = [(size, r) for size in args.sizes for r in range(args.repeats)]
+    if rank == 1:
+        lis = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lis.bind(("0.0.0.0", TCP_PORT))
+        lis.listen(4)
+        lis.settimeout(60)
+        buf = bytearray(1 << 20)
+        rounds = 3 if args.idle else 1
+        for size, _ in cases:
+            conn, _ = lis.accept()
+            with conn:
+                for _ in range(PINGS):
+                    if conn.recv(1) != b"p":
+                        raise ConnectionError("no ping")
+                    conn.sendall(b"p")
+                for _ in range(rounds):
+                    got = 0
+                    while got < size:
+                        n = conn.recv_into(buf, min(len(buf), size - got))
+                        if not n:
+                            raise ConnectionError("sender went away")
+                        got += n
+                    conn.sendall(b"k")
+        return 0
+    if rank != 0:
+        return 0
+    payload = b"\0" * max(args.sizes)
+    out: dict[str, Any] = {"fresh": {}, "idle": {}, "warm": {}, "rtt_s": []}
+
+    def timed(conn: socket.socket, size: int) -> float:
+        t0 = time.perf_counter()
+        conn.sendall(memoryview(payload)[:size])
+        if conn.recv(1) != b"k":
+            raise ConnectionError("no reply")
+        return time.perf_counter() - t0
+
+    for size, _ in cases:
+        conn = _connect(args.server)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with conn:
+            for _ in range(PINGS):  # one byte each way: the path's round trip, cwnd untouched
+                t0 = time.perf_counter()
+                conn.sendall(b"p")
+                if conn.recv(1) != b"p":
+                    raise ConnectionError("no ping reply")
+                out["rtt_s"].append(time.perf_counter() - t0)
+            out["fresh"].setdefault(str(size), []).append(timed(conn, size))
+            if args.idle:
+                time.sleep(args.idle)
+                out["idle"].setdefault(str(size), []).append(timed(conn, size))
+                out["warm"].setdefault(str(size), []).append(timed(conn, size))
+    out["cc"] = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
+    Path(args.out).write_text(json.dumps(out))
     return 0
 
 
@@ -188,7 +267,14 @@ def main(argv: list[str] | None = None) -> int:
     ring.add_argument("--iters", type=int, default=3)
     ring.add_argument("--warmup", type=int, default=1)
     ring.add_argument("--pings", type=int, default=10)
+    ring.add_argument("--isolated", action="store_true", help="no overlap between iterations")
     ring.add_argument("--out", required=True)
+    burst = sub.add_parser("burst")
+    burst.add_argument("--server", required=True, help="host 1's address")
+    burst.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], required=True)
+    burst.add_argument("--repeats", type=int, default=3)
+    burst.add_argument("--idle", type=float, default=0.0, help="seconds idle before a resend")
+    burst.add_argument("--out", required=True)
     tcp = sub.add_parser("tcp")
     tcp.add_argument("--server", required=True, help="host 1's address")
     tcp.add_argument("--streams", type=int, default=1)
@@ -202,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     ping.add_argument("--count", type=int, default=100)
     ping.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    return {"ring": _ring, "tcp": _tcp, "ping": _ping}[args.what](args)
+    return {"ring": _ring, "tcp": _tcp, "ping": _ping, "burst": _burst}[args.what](args)
 
 
 if __name__ == "__main__":
