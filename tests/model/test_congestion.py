@@ -506,5 +506,7 @@ def test_failed_links_are_priced_once_under_static_routing() -> None:
             "2:1": {"oversubscription": 2.0},
         }.items()
     }
-    assert step["one"] == pytest.approx(step["healthy"], rel=1e-3)
+    # one link of 16,384 moves a few hashed flows (the switch's hash dispersion): a trace,
+    # not the halving it once cost
+    assert step["healthy"] <= step["one"] <= step["healthy"] * 1.01
     assert step["healthy"] < step["eighth"] < step["2:1"]
