@@ -15,6 +15,7 @@ JSON_KEYS = {
     "time_s",
     "algbw_GBps",
     "busbw_GBps",
+    "note",
 }
 
 

@@ -144,8 +144,9 @@ def test_busbw_factors_are_nccl_tests_definitions() -> None:
         "time_s",
         "algbw_GBps",
         "busbw_GBps",
+        "note",
     }
-    assert row["algo"] == "ring" and row["protocol"] == "-"
+    assert row["algo"] == "ring" and row["protocol"] == "-" and row["note"] == ""
 
 
 def test_jitter_is_expected_max_over_ranks() -> None:
