@@ -201,6 +201,8 @@ TREE_CORRECTION_ENTRIES = {NcclAlgo.TREE: 23, NcclAlgo.NVLS_TREE: 24}
 RING_PLATEAU = (1.9, 1.4)
 RING_PLATEAU_BYTES_PER_RANK = 64.0
 
+#: nvlsChannels (src/transport/nvls.cc:155-157): Hopper 16; Blackwell 32 across nodes, 24 in one.
+NVLS_NCHANNELS = {GpuArch.HOPPER: (16, 16), GpuArch.BLACKWELL: (24, 32)}
 #: NCCL_MAX_NVLS_ARITY, NCCL_MAX_DIRECT_ARITY + 1, ring search maxChannels (MAXCHANNELS / 2),
 #: MAXCHANNELS.
 MAX_NVLS_ARITY = 32
@@ -464,6 +466,8 @@ class Candidate:
     chunk_bytes: FloatArray | None = None
     ladder_bound: BoolArray | None = None
     """Where the bandwidth is set by NCCL's speed ladder below the NIC's rate (search.cc)."""
+    exec_channels: FloatArray | None = None
+    """Channels NCCL runs the algorithm on at full size (comm->nChannels, or nvlsChannels)."""
     in_network: bool = False
     """Reduces in the switch inside the node (NVLS, NVLS-tree)."""
     sharp: bool = False
@@ -618,6 +622,7 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:
         ok_arr = np.asarray(ok) & (algbw_GBps > 0) & np.isfinite(lat_us)
         inv = np.where(ok_arr, 1.0 / (algbw_GBps * GB), 0.0) + zero
         lat = np.where(ok_arr, lat_us * US, np.inf) + zero
+        kw.setdefault("exec_channels", coll_ch + zero)
         out.append(Candidate(algo, proto, lat + jit, lat, inv, **kw))
 
     log_nodes = log2floor(nodes)
@@ -804,7 +809,19 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:
         if not is_ar:
             ok = ok & (ppn <= MAX_NVLS_ARITY)
         jit = _steps_jitter(sh, 1.0, np.where(multi, 1.0, 0.0), 0.0)
-        add(NcclAlgo.NVLS, Proto.SIMPLE, lat, jit, algbw, ok, in_network=True, sharp=True)
+        single_ch, multi_ch = NVLS_NCHANNELS.get(sh.arch, (16, 16))
+        nvls_ch = np.where(multi, float(multi_ch), float(single_ch)) + zero
+        add(
+            NcclAlgo.NVLS,
+            Proto.SIMPLE,
+            lat,
+            jit,
+            algbw,
+            ok,
+            in_network=True,
+            sharp=True,
+            exec_channels=nvls_ch,
+        )
         if is_ar:
             tree_cap = PER_CH_MAX_NVLS_TREE_BW[a, idx2]
             wan_ok = np.where(sites > 1, sh.wan_cap_GBps / np.maximum(heads, 1.0), np.inf)
@@ -829,6 +846,7 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:
                 ok,
                 tree_entries=TREE_CORRECTION_ENTRIES[NcclAlgo.NVLS_TREE] if blackwell else None,
                 in_network=True,
+                exec_channels=nvls_ch,
             )
 
     # --- PAT: all_gather / reduce_scatter with one GPU per node

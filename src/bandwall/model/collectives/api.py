@@ -97,7 +97,7 @@ def _note(
     if algo:
         parts.append(
             f"NCCL's tuner picks {algo}/{proto} here; {best}/{best_proto} would be {pct}% "
-            f"faster (--algo {best})"
+            f"faster (--algo {best} --protocol {best_proto})"
         )
     if ladder:
         parts.append(LADDER_NOTE)
@@ -292,6 +292,63 @@ class CollectiveResult:
     stepped: npt.NDArray[np.bool_] | None = None
     """Where the price steps by a documented behaviour the note names (NCCL's speed ladder
     with the NIC rate, Gloo's segments with size) rather than continuously."""
+    best_algo: StrArray | None = None
+    best_protocol: StrArray | None = None
+    """The cheapest algorithm and protocol (what `--algo` would force to get best_time_s)."""
+
+    def summary_notes(self) -> list[str]:
+        """The notes of a sweep in a few lines: one per rank count and kind of note, with the
+        size range it covers ("ranks 64, 16K-64K: NCCL's tuner picks ring/LL; tree/LL would
+        be 13-34% faster (--algo tree --protocol LL)")."""
+        from bandwall.units import format_size
+
+        if self.note is None:
+            return []
+        groups: dict[tuple[str, ...], list[tuple[float, float]]] = {}
+        notes = self.note.ravel()
+        for i in np.nonzero(np.char.str_len(notes.astype(str)) > 0)[0]:
+            size, ranks = float(self.size_bytes.ravel()[i]), float(self.ranks.ravel()[i])
+            t, best = float(self.time_s.ravel()[i]), float(self.best_time_s.ravel()[i])  # type: ignore[union-attr]
+            text = str(notes[i])
+            if text.startswith("NCCL's tuner") and self.best_algo is not None:
+                assert self.protocol is not None and self.best_protocol is not None
+                best_algo = str(self.best_algo.ravel()[i])
+                best_proto = str(self.best_protocol.ravel()[i])
+                extra = text.partition(f"--protocol {best_proto})")[2].lstrip("; ")
+                key: tuple[str, ...] = (
+                    f"{ranks:,.0f}",
+                    "tuner",
+                    str(self.algo.ravel()[i]),
+                    str(self.protocol.ravel()[i]),
+                    best_algo,
+                    best_proto,
+                    extra,
+                )
+                groups.setdefault(key, []).append((size, 1 - best / t))
+            else:
+                groups.setdefault((f"{ranks:,.0f}", "other", text), []).append((size, 0.0))
+        lines = []
+        for key, members in groups.items():
+            sizes = [m[0] for m in members]
+            span = format_size(min(sizes))
+            if max(sizes) > min(sizes):
+                span += f"-{format_size(max(sizes))}"
+            where = f"ranks {key[0]}, {span}"
+            if key[1] == "tuner":
+                gains = [m[1] for m in members]
+                pct = f"{min(gains):.0%}" if max(gains) - min(gains) < 0.005 else (
+                    f"{min(gains):.0%}-{max(gains):.0%}"
+                )
+                line = (
+                    f"{where}: NCCL's tuner picks {key[2]}/{key[3]}; {key[4]}/{key[5]} would be "
+                    f"{pct} faster (--algo {key[4]} --protocol {key[5]})"
+                )
+                if key[6]:
+                    line += f"; {key[6]}"
+            else:
+                line = f"{where}: {key[2]}"
+            lines.append(line)
+        return lines
 
     @property
     def algbw_GBps(self) -> FloatArray:
@@ -364,6 +421,8 @@ def evaluate_collective(
         best_time_s=sel.best_s,
         note=sel.notes(),
         stepped=sel.stepped,
+        best_algo=sel.best_algo,
+        best_protocol=sel.best_protocol,
     )
 
 

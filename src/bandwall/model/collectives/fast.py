@@ -125,6 +125,7 @@ def _row(o: Option) -> tuple[Any, ...]:
         o.plateau_factor,
         _f(o.channels),
         _f(o.chunk_eff),
+        _f(o.fill_bytes),
     )
 
 
@@ -159,9 +160,11 @@ def _steps(size: float, proto: int, entries: int) -> float:
 
 
 def _price(row: tuple[Any, ...], size: float, pos: float) -> float:
-    _, _, lat, inv, entries, proto, plateau, factor, channels, chunk_eff = row
+    _, _, lat, inv, entries, proto, plateau, factor, channels, chunk_eff, fill = row
     own = size if entries is None else size / _smooth(pos, proto, entries)
     price = inv * own if channels is None else max(min(own * channels, chunk_eff), own) * inv
+    if fill is not None:
+        price += min(own, fill) * inv
     if plateau is not None and math.isfinite(plateau) and size > 0:
         ramp = math.log2(size) - math.log2(plateau) + 0.5
         return float(price + lat * (1.0 + (factor - 1.0) * min(max(ramp, 0.0), 1.0)))
@@ -169,7 +172,7 @@ def _price(row: tuple[Any, ...], size: float, pos: float) -> float:
 
 
 def _tuner(row: tuple[Any, ...], size: float) -> float:
-    _, tlat, _, inv, entries, proto, plateau, factor, _, _ = row
+    _, tlat, _, inv, entries, proto, plateau, factor, _, _, _ = row
     bw = size * inv
     if entries is not None:
         bw = bw / _steps(size, proto, entries)

@@ -39,7 +39,8 @@ IntArray = npt.NDArray[np.intp]
 class Option:
     """One way to run the collective, priced as
 
-        latency × plateau ramp(size) + inv_bw × max(own, min(own × channels, chunk_eff))
+        latency × plateau ramp(size)
+        + inv_bw × (max(own, min(own × channels, chunk_eff)) + min(own, fill))
 
     with `own` the size over NCCL's interpolated tree correction (the size itself for other
     algorithms): while a message is below one chunk per channel NCCL runs fewer channels, so
@@ -61,6 +62,8 @@ class Option:
     plateau_factor: float = 1.0
     channels: FloatArray | None = None
     chunk_eff: FloatArray | None = None
+    fill_bytes: FloatArray | None = None
+    """NCCL's pipeline fill: channels × :data:`overheads.PIPELINE_FILL_BYTES`."""
     ladder_bound: BoolArray | None = None
     gloo_ring: tuple[FloatArray, FloatArray, FloatArray] | None = None
     """(α + μ, σ·(H−1), n) per context: time by Gloo's segmented ring, not affine."""
@@ -85,6 +88,7 @@ class Option:
             plateau_bytes=take(self.plateau_bytes),
             channels=take(self.channels),
             chunk_eff=take(self.chunk_eff),
+            fill_bytes=take(self.fill_bytes),
             ladder_bound=take(self.ladder_bound),  # type: ignore[arg-type]
             gloo_ring=(
                 None if self.gloo_ring is None else tuple(a[index] for a in self.gloo_ring)  # type: ignore[arg-type]
@@ -93,10 +97,12 @@ class Option:
 
     def worst_fixed_s(self) -> FloatArray:
         """An upper bound on the size-independent part of the price at any size: the
-        plateaued latency and the channel floor (effective bytes <= own + chunk_eff)."""
+        plateaued latency, the channel floor and the fill (effective bytes <= own + chunk_eff
+        + fill)."""
         lat = self.latency_s * (self.plateau_factor if self.plateau_bytes is not None else 1.0)
         floor = 0.0 if self.chunk_eff is None else self.inv_bw * self.chunk_eff
-        return np.asarray(lat + floor)
+        fill = 0.0 if self.fill_bytes is None else self.inv_bw * self.fill_bytes
+        return np.asarray(lat + floor + fill)
 
     def worst_inv_bw(self) -> FloatArray:
         if self.tree_entries is None:
@@ -125,6 +131,11 @@ def nccl_options(op: Op, n: FloatArray, topo: Topology) -> list[Option]:
                 plateau_factor=c.plateau_factor,
                 channels=c.channels,
                 chunk_eff=_chunk_eff(c),
+                fill_bytes=(
+                    None
+                    if c.exec_channels is None or not overheads.PIPELINE_FILL_BYTES
+                    else c.exec_channels * overheads.PIPELINE_FILL_BYTES
+                ),
                 ladder_bound=c.ladder_bound,
             )
         )

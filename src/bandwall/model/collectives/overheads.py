@@ -9,7 +9,7 @@ are fitted, per GPU generation and per network transport family, on the fit thir
 with its source; rows with sha256(id) % 3 == 0) by
 :func:`bandwall.measure.calibrate.collective_fit.fit_overheads`; the other two thirds are held
 out (docs/network.md lists both errors). A generation or transport with no published curve
-in the set has no overhead beyond NCCL's model.
+in the set has no overhead beyond NCCL's model: InfiniBand, RoCE and sockets across nodes.
 """
 
 from __future__ import annotations
@@ -22,16 +22,25 @@ from bandwall.model.topology import GpuArch, Topology
 FloatArray = npt.NDArray[np.float64]
 
 #: Host enqueue + kernel launch per call, µs, by GPU generation (fitted; see module doc).
+#: Ampere from A100 curves (Azure ND A100 v4, stas00/ml-engineering, AWS p4de), Hopper from
+#: H100/H200/H20 (Azure ND H100/H200 v5, stas00, AWS p5, DeepEP#303), Blackwell from B200
+#: timed through torch.distributed (stas00: its Python launch path is included). Volta has no
+#: curve in the set.
 LAUNCH_US: dict[GpuArch, float] = {
     GpuArch.VOLTA: 0.0,
-    GpuArch.AMPERE: 0.0,
-    GpuArch.HOPPER: 0.0,
-    GpuArch.BLACKWELL: 0.0,
+    GpuArch.AMPERE: 8.5,
+    GpuArch.HOPPER: 4.8,
+    GpuArch.BLACKWELL: 24.0,
 }
 #: Proxy progress per call across nodes, µs, by scale-out transport (fitted; see module doc).
 NETWORK_CALL_US: dict[str, float] = {
-    "efa": 0.0,
+    "efa": 10.7,
 }
+#: Pipeline fill per channel, bytes: NCCL moves each channel's data in chunks through
+#: NCCL_STEPS = 8 buffer slots (src/include/device.h), so a message reaches the algorithm's
+#: bandwidth only after the first chunks have filled the pipeline; the bandwidth term is
+#: charged min(size, channels × this) more bytes (fitted; see module doc).
+PIPELINE_FILL_BYTES = 1_245_184.0
 
 
 def per_call_s(topo: Topology, multi_node: npt.ArrayLike) -> FloatArray:

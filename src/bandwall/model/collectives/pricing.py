@@ -117,6 +117,11 @@ def option_price_s(
         np.multiply(own, o.channels, out=tmp)
         np.minimum(out, tmp, out=out)
         out *= o.inv_bw
+    if o.fill_bytes is not None:
+        # the pipeline filling: min(own, fill) more bytes at the algorithm's rate
+        np.minimum(own, o.fill_bytes, out=tmp)
+        tmp *= o.inv_bw
+        out += tmp
     if o.plateau_bytes is not None:
         # the ramp of nccl.plateau_ramp, from log2 of the sizes (cut) and of the plateau
         with np.errstate(divide="ignore", invalid="ignore"):
