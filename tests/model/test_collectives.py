@@ -22,10 +22,10 @@ from bandwall.model.collectives import (
     collective_time_s,
     expected_max_jitter_s,
     harmonic,
+    overheads,
     select,
 )
 from bandwall.model.collectives import evaluate_collective as evaluate
-from bandwall.model.collectives import overheads
 from bandwall.model.nccl import Proto
 from bandwall.model.topology import Link, Topology, build_topology
 from bandwall.units import GiB

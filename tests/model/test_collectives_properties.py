@@ -12,6 +12,7 @@ collective_properties.py runs the same checks over >= 100,000 points.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -30,7 +31,7 @@ FABRICS = ["ib-ndr", "ib-hdr", "roce-400", "roce-100", "efa-p5", "spectrum-x-800
 GPUS = ["A100-SXM-80GB", "H100-SXM", "B200", "L40S"]
 
 
-def _at(topo: Topology, rate_Bps: object = None, latency_s: object = None) -> Topology:
+def _at(topo: Topology, rate_Bps: Any = None, latency_s: Any = None) -> Topology:
     link = topo.scale_out
     assert link is not None
     return replace(topo, scale_out=link.with_overrides(bandwidth_Bps=rate_Bps, latency_s=latency_s))
@@ -121,8 +122,8 @@ def _caps_GBps(op: Op, n: float, topo: Topology, rate_Bps: float) -> float:
     up, out = topo.scale_up, topo.scale_out
     if up is not None and (nodes == 1 or up.transport == "pcie"):
         port = float(up.bandwidth_Bps) * up.efficiency
-        per_port = 1.0 if op in (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.SEND_RECV) else (
-            (n - 1) / n
+        per_port = (
+            1.0 if op in (Op.ALL_REDUCE, Op.BROADCAST, Op.REDUCE, Op.SEND_RECV) else ((n - 1) / n)
         )
         cap = min(cap, bus / per_port * port)
     if out is not None and nodes > 1:

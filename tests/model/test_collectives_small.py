@@ -80,7 +80,7 @@ def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, fl
     for step in (-16 * 2**10, 16 * 2**10):
         with cf._fill(overheads.PIPELINE_FILL_BYTES + step):
             other = cf.model_s(fit)
-        launch_n, net_n, loss = cf._additive(fit, other, 0.1, 2)
+        _, _, loss = cf._additive(fit, other, 0.1, 2)
         assert loss >= best - 1e-6, step
 
 
@@ -92,7 +92,9 @@ def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]])
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
     errors = {r.id: (base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s - 1 for r in rows}
-    summary = cf.OverheadFit(launch, net, overheads.PIPELINE_FILL_BYTES, errors, rows, 0.0).summary()
+    summary = cf.OverheadFit(
+        launch, net, overheads.PIPELINE_FILL_BYTES, errors, rows, 0.0
+    ).summary()
     mid = summary["32KiB-16MiB"]
     assert mid["fit"]["median_abs_error"] <= 0.08
     assert mid["held_out"]["median_abs_error"] <= 0.125

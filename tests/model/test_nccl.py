@@ -128,7 +128,9 @@ def test_tree_and_ring_latency_across_nodes() -> None:
 
 def _option(ranks: int, algo: Algo, proto: str, topo: Topology = H100):  # type: ignore[no-untyped-def]
     n = np.array([float(ranks)])
-    return next(o for o in nccl_options(Op.ALL_REDUCE, n, topo) if o.algo is algo and o.protocol == proto)
+    return next(
+        o for o in nccl_options(Op.ALL_REDUCE, n, topo) if o.algo is algo and o.protocol == proto
+    )
 
 
 def test_ring_plateau_is_a_step_for_the_tuner_and_a_ramp_in_the_price() -> None:
@@ -139,7 +141,7 @@ def test_ring_plateau_is_a_step_for_the_tuner_and_a_ramp_in_the_price() -> None:
     assert o.plateau_bytes is not None and o.plateau_factor == 1.4
     cut = float(o.plateau_bytes[0])
     assert cut == 64 * 16 * 16  # 16 executed channels (8 rails, doubled) × 16 ranks
-    lat = float(o.tuner_latency_s[0])  # type: ignore[index]
+    lat = float(o.tuner_latency_s[0])
     before = float(option_tuner_s(o, SizeTerms(np.array([cut - 1])))[0])
     after = float(option_tuner_s(o, SizeTerms(np.array([cut])))[0])
     assert after - before == pytest.approx(0.4 * lat, rel=1e-3)
@@ -175,7 +177,7 @@ def test_nccl_runs_fewer_channels_below_one_chunk_each() -> None:
     o = _option(8, Algo.RING, "LL")
     inv = float(o.inv_bw[0])
     chunk = 512 * 8 * 8
-    assert float(o.chunk_eff[0]) == 24 * chunk  # type: ignore[index]
+    assert float(o.chunk_eff[0]) == 24 * chunk
     for size, charged in ((chunk, 24 * chunk), (4 * chunk, 24 * chunk), (48 * chunk, 48 * chunk)):
         terms = SizeTerms(np.array([float(size)]))
         fill = min(float(size), float(o.fill_bytes[0])) if o.fill_bytes is not None else 0.0

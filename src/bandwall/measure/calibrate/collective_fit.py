@@ -190,7 +190,8 @@ def _additive(
     for _ in range(rounds):
         for table in (launch, network):
             for key in table:
-                table[key] = min(grid, key=lambda v, k=key, t=table: _try(t, k, v, loss))
+                scores = [_try(table, key, v, loss) for v in grid]
+                table[key] = grid[scores.index(min(scores))]
     return launch, network, loss()
 
 

@@ -336,8 +336,10 @@ class CollectiveResult:
             where = f"ranks {key[0]}, {span}"
             if key[1] == "tuner":
                 gains = [m[1] for m in members]
-                pct = f"{min(gains):.0%}" if max(gains) - min(gains) < 0.005 else (
-                    f"{min(gains):.0%}-{max(gains):.0%}"
+                pct = (
+                    f"{min(gains):.0%}"
+                    if max(gains) - min(gains) < 0.005
+                    else (f"{min(gains):.0%}-{max(gains):.0%}")
                 )
                 line = (
                     f"{where}: NCCL's tuner picks {key[2]}/{key[3]}; {key[4]}/{key[5]} would be "
