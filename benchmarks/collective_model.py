@@ -1,7 +1,13 @@
-"""How many (op, size, ranks) evaluations per second the vectorised collective model does.
+"""How fast the collective model prices: one scalar call, and evaluations per second.
 
-Target (issue 13): >= 10,000,000 per CPU-second on one core, each evaluation an AUTO pick over
-every eligible NCCL algorithm x protocol (or the Gloo algorithm). Two workloads:
+Targets: a scalar call (one size, one group, as the engine makes about a dozen per plan)
+<= 40 us (issue 22); >= 10,000,000 evaluations per CPU-second on one core for grids (issue
+13), each evaluation NCCL's tuner pick and the cheapest over every eligible NCCL algorithm x
+protocol (or the Gloo algorithm). Three workloads:
+
+- scalar: collective_time_s(op, AUTO, size, ranks, topo) with plain numbers, each call on a
+  distinct topology object with 0-d array fields as `Cluster.group_topology` builds them (the
+  compiled option tables are cached by value; building the topology is the caller's cost);
 
 - grid: nccl-tests-like sweeps, 64 sizes x 1,024 rank counts on scalar topologies (the size-
   independent part is computed once per rank count, the per-size part per element);
@@ -24,6 +30,7 @@ from bandwall.model.collectives import Algo, Op, collective_time_s
 from bandwall.model.topology import Topology, build_topology
 
 TARGET_PER_S = 10_000_000
+TARGET_SCALAR_US = 40.0
 OPS = (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL, Op.SEND_RECV)
 
 
@@ -49,6 +56,35 @@ def _rate(run: object, evaluations: int, repeats: int = 5) -> tuple[float, float
         run()  # type: ignore[operator]
         best = min(best, time.process_time() - start)
     return evaluations / best, best
+
+
+def scalar() -> float:
+    base = build_topology(gpus_per_node=8, scale_out="ib-ndr")
+    calls = 2000
+    worst = 0.0
+    topos = [
+        Topology(
+            gpus_per_node=np.where(True, 8.0, 1.0),
+            scale_up=base.scale_up,
+            scale_out=base.scale_out,
+            nics_per_node=np.asarray(8.0),
+            oversubscription=np.asarray(1.0),
+            gpu_arch=base.gpu_arch,
+        )
+        for _ in range(calls)
+    ]
+    for op in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.REDUCE_SCATTER, Op.ALL_TO_ALL):
+
+        def run(op: Op = op) -> None:
+            for i, topo in enumerate(topos):
+                collective_time_s(op, Algo.AUTO, 1e8 + i, 64, topo)
+
+        run()  # warm up: compiles the option table once
+        _, best = _rate(run, calls)
+        us = best / calls * 1e6
+        worst = max(worst, us)
+        print(f"  scalar {op.value:<24} {us:8.1f} us per call")
+    return worst
 
 
 def grid() -> float:
@@ -99,8 +135,13 @@ def engine() -> float:
 
 def main() -> None:
     print("collective model, AUTO (op, size, ranks) evaluations on one core:")
+    sc = scalar()
     g = grid()
     e = engine()
+    print(
+        f"scalar: {sc:,.1f} us per call (slowest op); target {TARGET_SCALAR_US:.0f} us; "
+        f"ratio {TARGET_SCALAR_US / sc:.2f}x"
+    )
     print(
         f"grid:   {g:,.0f} evaluations/s; target {TARGET_PER_S:,}/s; ratio {g / TARGET_PER_S:.2f}x"
     )

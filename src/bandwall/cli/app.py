@@ -247,7 +247,12 @@ def collective(
         + (f" · wan {wan}" if wan else "")
         + (f" · algo {the_algo.value}" if the_algo is not Algo.AUTO else "")
     )
-    console.print(collective_table(rows, title))
+    # rows whose price departs from the cheapest option or steps with the NIC rate carry a
+    # mark; what it means is said once per group below the table
+    marked = [r | {"protocol": f"{r['protocol']}*"} if r["note"] else r for r in rows]
+    console.print(collective_table(marked, title))
+    for line in result.summary_notes():
+        console.print(f"* {line}", style="dim")
 
 
 @app.command()

@@ -25,6 +25,7 @@ from bandwall.units import GB, US
 #: A scalar or an array broadcast against the sizes and rank counts being priced: sweeps vary
 #: link bandwidths, group shapes and NIC shares per element.
 Numeric = float | npt.NDArray[Any]
+FloatArray = npt.NDArray[np.float64]
 
 #: Mathis et al. (1997) constant for Reno-style TCP with delayed ACKs off: sqrt(3/2).
 MATHIS_C = tcp.MATHIS_C
@@ -508,6 +509,59 @@ class Topology:
         return link.effective_Bps(
             flows, congestion_control=self.cc, window_bytes=self.window_bytes()
         )
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    """Where a group of ranks sits on a topology, per element: the one placement vocabulary
+    of the collective models (``collectives`` and ``nccl``).
+
+    Ranks fill a node, then the nodes of a site, then sites (:class:`Topology`). Every field
+    broadcasts to the shape of the rank counts and the topology's array fields.
+    """
+
+    num_ranks: FloatArray
+    """Ranks in the group (n)."""
+    ranks_per_node: FloatArray
+    """Ranks on a full node of the group: min(n, GPUs per node) (NCCL's ppn)."""
+    num_nodes: FloatArray
+    """Nodes the group spans: ⌈n / GPUs per node⌉."""
+    nodes_per_site: FloatArray
+    """Nodes of the group inside one site: min(nodes, nodes per site) (all of them on a
+    single-site topology)."""
+    num_sites: FloatArray
+    """Sites the group spans: ⌈nodes / nodes per site⌉ (1 on a single-site topology)."""
+    last_node_ranks: FloatArray
+    """Ranks on the least-populated node (n − G·(nodes − 1)): a partial last node has to
+    receive more from the others than a full one."""
+
+
+def group_shape(ranks: npt.ArrayLike, topo: Topology) -> GroupShape:
+    """The group of `ranks` ranks placed on `topo`.
+
+    >>> from bandwall.model.topology import Topology
+    >>> s = group_shape(20.0, Topology(gpus_per_node=8, scale_up=Link("u", 1e9, 1e-6),
+    ...                                scale_out=Link("o", 1e9, 1e-6)))
+    >>> [float(v) for v in (s.ranks_per_node, s.num_nodes, s.num_sites, s.last_node_ranks)]
+    [8.0, 3.0, 1.0, 4.0]
+    """
+    G = np.asarray(topo.gpus_per_node, dtype=np.float64)
+    n = np.asarray(ranks, dtype=np.float64) + np.zeros_like(G)
+    ppn = np.minimum(n, G)
+    nodes = np.ceil(n / G)
+    if topo.nodes_per_site is None:
+        per_site, sites = nodes, np.ones_like(nodes)
+    else:
+        P = np.asarray(topo.nodes_per_site, dtype=np.float64)
+        per_site, sites = np.minimum(nodes, P), np.ceil(nodes / P)
+    return GroupShape(
+        num_ranks=n,
+        ranks_per_node=ppn,
+        num_nodes=nodes,
+        nodes_per_site=per_site,
+        num_sites=sites,
+        last_node_ranks=n - G * (nodes - 1),
+    )
 
 
 def build_topology(

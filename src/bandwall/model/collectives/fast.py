@@ -1,0 +1,216 @@
+"""A cache of compiled option tables for scalar calls: the engine prices one size on one
+group at a time, a dozen times per plan, on topologies of plain numbers.
+
+The key is (op, algorithm, protocol, ranks, every field of the topology and its links); the
+value is each surviving option as a tuple of floats, priced here in plain Python with the
+formulas of :mod:`.pricing`. A topology holding arrays, a Gloo segmented ring or a calibrated
+small-message regime is not compiled (the caller takes the vector path).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import fields
+from operator import attrgetter
+from typing import Any
+
+import numpy as np
+
+from bandwall.model import nccl
+from bandwall.model.collectives import calibrated
+from bandwall.model.collectives.levels import check_links
+from bandwall.model.collectives.options import Option, call_overhead_s, options, prune
+from bandwall.model.collectives.vocab import Algo, Op
+from bandwall.model.nccl import Proto
+from bandwall.model.topology import Link, Topology
+
+#: Compiled tables kept (least recently used dropped first).
+MAX_ENTRIES = 4096
+
+_TOPO_GET = attrgetter(*(f.name for f in fields(Topology)))
+_LINK_GET = attrgetter(*(f.name for f in fields(Link)))
+_SKIP = ()
+#: key -> (per-call overhead, one row per option), or _SKIP
+_tables: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
+_links: OrderedDict[int, tuple[Link, tuple[Any, ...] | None]] = OrderedDict()
+
+
+def clear() -> None:
+    """Forget every compiled table (tests that patch constants call this)."""
+    _tables.clear()
+    _links.clear()
+
+
+class _NotPlainError(Exception):
+    """A field holds an array: the call is not compiled."""
+
+
+_SIMPLE = frozenset({float, int, str, bool, type(None), tuple})
+
+
+def _plain(v: Any) -> Any:
+    t = type(v)
+    if t in _SIMPLE:
+        return v
+    if t is Link:
+        return _link_key(v)
+    if t is np.ndarray:
+        if v.ndim == 0:
+            return v.item()
+        raise _NotPlainError
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, float | int | str):
+        return v
+    raise _NotPlainError
+
+
+def _link_key(link: Link) -> tuple[Any, ...]:
+    hit = _links.get(id(link))
+    if hit is not None and hit[0] is link:
+        if hit[1] is None:
+            raise _NotPlainError
+        return hit[1]
+    try:
+        key: tuple[Any, ...] | None = tuple(map(_plain, _LINK_GET(link)))
+    except _NotPlainError:
+        key = None
+    _links[id(link)] = (link, key)
+    if len(_links) > 256:
+        _links.popitem(last=False)
+    if key is None:
+        raise _NotPlainError
+    return key
+
+
+def _key(
+    op: Op, algo: Algo, protocol: Proto | None, ranks: float, topo: Topology
+) -> tuple[Any, ...] | None:
+    try:
+        return (op, algo, protocol, ranks, tuple(map(_plain, _TOPO_GET(topo))))
+    except _NotPlainError:
+        return None
+
+
+def _compile(
+    op: Op, algo: Algo, ranks: float, topo: Topology, protocol: Proto | None
+) -> tuple[Any, ...]:
+    if calibrated.small_regime(topo) is not None:
+        return _SKIP
+    topo = calibrated.per_op(op, topo)
+    n = np.asarray(ranks, dtype=np.float64)
+    check_links(n, topo)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        opts = prune(options(op, algo, n, topo, protocol))
+    if any(o.gloo_ring is not None for o in opts):
+        return _SKIP
+    overhead = float(np.asarray(call_overhead_s(topo, n)))
+    return (overhead, *(_row(o) for o in opts))
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(np.asarray(v))
+
+
+def _row(o: Option) -> tuple[Any, ...]:
+    return (
+        o.tuned,
+        _f(o.tuner_latency_s),
+        float(np.asarray(o.latency_s)),
+        float(np.asarray(o.inv_bw)),
+        o.tree_entries,
+        o.proto_index,
+        _f(o.plateau_bytes),
+        o.plateau_factor,
+        _f(o.channels),
+        _f(o.chunk_eff),
+        _f(o.fill_bytes),
+    )
+
+
+#: (proto, entries) -> knot values of the smooth tree correction as a Python list (knots sit
+#: at log2(size/64) = -0.5, 0.5, 1.5, ...; nccl._knots).
+_KNOT_Y = {key: [float(y) for y in ys] for key, (_, ys) in nccl._KNOTS.items()}
+_STEP_Y = [[float(v) for v in row] for row in nccl.TREE_CORRECTION]
+
+
+def _pos(size: float) -> float:
+    return math.log2(max(size, 1e-300) / 64.0)
+
+
+def _smooth(pos: float, proto: int, entries: int) -> float:
+    """nccl.tree_correction_smooth at log2(size/64) = pos, by np.interp's formula."""
+    ys = _KNOT_Y[(proto, entries)]
+    if pos <= -0.5:
+        return ys[0]
+    last = len(ys) - 1
+    if pos >= last - 0.5:
+        return ys[last]
+    j = int(pos + 0.5)
+    return (ys[j + 1] - ys[j]) * (pos - (j - 0.5)) + ys[j]
+
+
+def _steps(size: float, proto: int, entries: int) -> float:
+    m = math.floor(size / 64.0)
+    idx = math.floor(math.log2(max(m, 0.5)))
+    if idx < 0 or idx >= entries:
+        return 1.0
+    return _STEP_Y[proto][idx]
+
+
+def _price(row: tuple[Any, ...], size: float, pos: float) -> float:
+    _, _, lat, inv, entries, proto, plateau, factor, channels, chunk_eff, fill = row
+    own = size if entries is None else size / _smooth(pos, proto, entries)
+    price = inv * own if channels is None else max(min(own * channels, chunk_eff), own) * inv
+    if fill is not None:
+        price += min(own, fill) * inv
+    if plateau is not None and math.isfinite(plateau) and size > 0:
+        ramp = math.log2(size) - math.log2(plateau) + 0.5
+        return float(price + lat * (1.0 + (factor - 1.0) * min(max(ramp, 0.0), 1.0)))
+    return float(price + lat)
+
+
+def _tuner(row: tuple[Any, ...], size: float) -> float:
+    _, tlat, _, inv, entries, proto, plateau, factor, _, _, _ = row
+    bw = size * inv
+    if entries is not None:
+        bw = bw / _steps(size, proto, entries)
+    if plateau is not None and size >= plateau:
+        tlat = tlat * factor
+    return float(tlat + bw)
+
+
+def scalar_time_s(
+    op: Op, algo: Algo, size: float, ranks: float, topo: Topology, protocol: Proto | None
+) -> float | None:
+    """The time of one call, or None when the call cannot be compiled (take the vector path)."""
+    key = _key(op, algo, protocol, ranks, topo)
+    if key is None:
+        return None
+    table = _tables.get(key)
+    if table is None:
+        if ranks <= 1:
+            return 0.0
+        table = _compile(op, algo, ranks, topo, protocol)
+        _tables[key] = table
+        if len(_tables) > MAX_ENTRIES:
+            _tables.popitem(last=False)
+    else:
+        _tables.move_to_end(key)
+    if table is _SKIP:
+        return None
+    if ranks <= 1:
+        return 0.0
+    tuner_best = tuned = untuned = math.inf
+    pos = _pos(size)
+    overhead = float(table[0])
+    for row in table[1:]:
+        price = _price(row, size, pos)
+        if row[0]:
+            guess = _tuner(row, size)
+            if guess < tuner_best:
+                tuner_best, tuned = guess, price
+        elif price < untuned:
+            untuned = price
+    return min(tuned, untuned) + overhead

@@ -1,0 +1,54 @@
+"""Per-call overheads NCCL's tuner leaves out: what nccl-tests measures on top of NCCL's own
+latency model for a message that moves almost nothing.
+
+NCCL's latency constants (tuning.cc) model the algorithm's steps; a call also pays the host
+enqueue and kernel launch, and across nodes the proxy thread's progress on the network
+(posting, polling completions, and on EFA the libfabric provider's work). These constants
+are fitted, per GPU generation and per network transport family, on the fit third of
+`measure/calibrate/data/collective_small_msgs.csv` (published nccl-tests curves, each row
+with its source; rows with sha256(id) % 3 == 0) by
+:func:`bandwall.measure.calibrate.collective_fit.fit_overheads`; the other two thirds are held
+out (docs/network.md lists both errors). A generation or transport with no published curve
+in the set has no overhead beyond NCCL's model: InfiniBand, RoCE and sockets across nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from bandwall.model.topology import GpuArch, Topology
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Host enqueue + kernel launch per call, µs, by GPU generation (fitted; see module doc).
+#: Ampere from A100 curves (Azure ND A100 v4, stas00/ml-engineering, AWS p4de), Hopper from
+#: H100/H200/H20 (Azure ND H100/H200 v5, stas00, AWS p5, DeepEP#303), Blackwell from B200
+#: timed through torch.distributed (stas00: its Python launch path is included). Volta has no
+#: curve in the set.
+LAUNCH_US: dict[GpuArch, float] = {
+    GpuArch.VOLTA: 0.0,
+    GpuArch.AMPERE: 8.5,
+    GpuArch.HOPPER: 4.8,
+    GpuArch.BLACKWELL: 24.0,
+}
+#: Proxy progress per call across nodes, µs, by scale-out transport (fitted; see module doc).
+NETWORK_CALL_US: dict[str, float] = {
+    "efa": 10.7,
+}
+#: Pipeline fill per channel, bytes: NCCL moves each channel's data in chunks through
+#: NCCL_STEPS = 8 buffer slots (src/include/device.h), so a message reaches the algorithm's
+#: bandwidth only after the first chunks have filled the pipeline; the bandwidth term is
+#: charged min(size, channels × this) more bytes (fitted; see module doc).
+PIPELINE_FILL_BYTES = 1_245_184.0
+
+
+def per_call_s(topo: Topology, multi_node: npt.ArrayLike) -> FloatArray:
+    """The overhead one call of a collective pays on `topo`, per element (multi_node: the
+    group spans nodes)."""
+    if topo.backend != "nccl":
+        return np.zeros(np.shape(multi_node))
+    launch = LAUNCH_US.get(topo.arch, 0.0)
+    out = topo.scale_out
+    net = NETWORK_CALL_US.get(out.transport, 0.0) if out is not None else 0.0
+    return np.asarray((launch + np.where(multi_node, net, 0.0)) * 1e-6, dtype=np.float64)

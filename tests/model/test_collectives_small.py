@@ -1,0 +1,105 @@
+"""Per-call overheads fitted on published nccl-tests curves: the data, the split, the fit and
+its held-out errors (measure/calibrate/collective_fit.py, docs/network.md)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from importlib import resources
+
+import pytest
+
+from bandwall.measure.calibrate import collective_fit as cf
+from bandwall.model.collectives import overheads
+
+
+def _raw() -> list[dict[str, str]]:
+    text = resources.files("bandwall.measure.calibrate").joinpath("data", cf.FILE).read_text()
+    return list(csv.DictReader(text.splitlines()))
+
+
+def test_every_row_names_its_source_and_date_and_the_split_fits_a_third() -> None:
+    rows = _raw()
+    assert len({r["id"] for r in rows}) == len(rows)
+    assert all(r["url"].startswith("https://github.com/") and r["date"][:2] == "20" for r in rows)
+    assert all(r["op"] == "all_reduce" and float(r["time_us"]) > 0 for r in rows)
+    fitted = [r for r in rows if cf.is_fit_row(r["id"])]
+    assert 0.25 <= len(fitted) / len(rows) <= 1 / 3 + 0.02
+    # the rule is sha256 of the id, so it cannot move with the data or the model
+    for r in rows[:20]:
+        digest = int(hashlib.sha256(r["id"].encode()).hexdigest(), 16)
+        assert cf.is_fit_row(r["id"]) is (digest % 3 == 0)
+
+
+def test_rows_printed_with_too_few_digits_are_not_used() -> None:
+    usable = {r.id for r in cf.load_rows()}
+    for r in _raw():
+        coarse = r["measured"] == "busbw" and float(r["busbw_GBps"]) < cf.MIN_BUSBW_GBPS
+        assert (r["id"] in usable) is not coarse
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple[list[cf.Row], dict[str, float]]:
+    """Every usable row and its model time with the pipeline fill as shipped and no per-call
+    constants (those add to it)."""
+    rows = cf.load_rows()
+    with cf._fill(overheads.PIPELINE_FILL_BYTES):
+        base = cf.model_s(rows)
+    return rows, base
+
+
+def _loss(
+    rows: list[cf.Row], base: dict[str, float], launch: dict[str, float], net: dict[str, float]
+) -> float:
+    fit = [r for r in rows if r.fitted and cf.FIT_BYTES[0] <= r.size_bytes <= cf.FIT_BYTES[1]]
+    return sum(
+        abs(math.log((base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s)) for r in fit
+    )
+
+
+def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, float]]) -> None:
+    """overheads.py holds what collective_fit finds: each per-call constant at the minimum of
+    the fitted rows' Σ|log error| (a 0.1 µs step either way is no better) and the fill at the
+    minimum of its 16 KiB grid."""
+    rows, base = shipped
+    launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
+    net = dict(overheads.NETWORK_CALL_US)
+    best = _loss(rows, base, launch, net)
+    for table in (launch, net):
+        for key in list(table):
+            if key not in {r.arch for r in rows} | {r.transport for r in rows}:
+                continue
+            for step in (-0.1, 0.1):
+                if table[key] + step < 0:
+                    continue
+                table[key] += step
+                assert _loss(rows, base, launch, net) >= best - 1e-9, (key, step)
+                table[key] -= step
+    fit = [r for r in rows if r.fitted and cf.FIT_BYTES[0] <= r.size_bytes <= cf.FIT_BYTES[1]]
+    for step in (-16 * 2**10, 16 * 2**10):
+        with cf._fill(overheads.PIPELINE_FILL_BYTES + step):
+            other = cf.model_s(fit)
+        _, _, loss = cf._additive(fit, other, 0.1, 2)
+        assert loss >= best - 1e-6, step
+
+
+def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]]) -> None:
+    """The errors docs/network.md reports, fit and held out apart (a regression guard: the
+    held-out third was not looked at by the fit). The goal of 10% median on held-out rows is
+    not met (12%): the published curves disagree with each other by more (docs)."""
+    rows, base = shipped
+    launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
+    net = dict(overheads.NETWORK_CALL_US)
+    errors = {r.id: (base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s - 1 for r in rows}
+    summary = cf.OverheadFit(
+        launch, net, overheads.PIPELINE_FILL_BYTES, errors, rows, 0.0
+    ).summary()
+    mid = summary["32KiB-16MiB"]
+    assert mid["fit"]["median_abs_error"] <= 0.08
+    assert mid["held_out"]["median_abs_error"] <= 0.125
+    assert mid["held_out"]["max_abs_error"] <= 0.66
+    assert abs(mid["held_out"]["bias"]) <= 0.02
+    small = summary["8B-1MiB"]
+    assert small["fit"]["median_abs_error"] <= 0.105
+    assert small["held_out"]["median_abs_error"] <= 0.165
