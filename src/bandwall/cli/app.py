@@ -16,7 +16,14 @@ from typer.exceptions import TyperException
 from bandwall import __version__
 from bandwall.cli import doctor, measure, show
 from bandwall.cli import infer as infer_cli
-from bandwall.cli.options import expand, request, with_request_options
+from bandwall.cli.options import (
+    MaxPoints,
+    check_scale_work,
+    expand_values,
+    parse_max_points,
+    request,
+    with_request_options,
+)
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.report.text import console, emit, err_console, print_json
@@ -326,21 +333,30 @@ def sweep(
         str | None,
         typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
     ] = None,
+    max_points: MaxPoints = None,
 ) -> None:
     """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
     a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
     from bandwall.planning.api import sweep as run_sweep
+    from bandwall.planning.budget import check_work, sweep_work
     from bandwall.report.tables import write_table
+    from bandwall.safeio import check_output
+
+    if output:
+        check_output(output, field="output", formats=(".csv", ".parquet"))
 
     axes: dict[str, list[Any]] = {}
     base: dict[str, Any] = {}
     for name, text in fields.items():
-        values = expand(name, text) if isinstance(text, str) else [text]
+        values = expand_values(name, text) if isinstance(text, str) else [text]
         if len(values) == 1:
             base[name] = values[0]
         else:
             axes[name] = values
-    table = run_sweep(request(base), axes)
+    req = request(base)
+    largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
+    check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
+    table = run_sweep(req, axes)
     write_table(table, output)
     if output:
         n = len(next(iter(table.values())))
@@ -354,6 +370,7 @@ def scale(
     gpus: Annotated[
         str, typer.Option(help="GPU counts, e.g. 1k:128k:x2 (k = 1024) or 64,128.")
     ] = "1k:16k:x2",
+    max_points: MaxPoints = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
 ) -> None:
@@ -362,8 +379,10 @@ def scale(
     from bandwall.planning.api import scale as scale_plans
     from bandwall.report.tables import scale_tables
 
-    counts = [int(v) for v in expand("gpus", gpus)]
-    plans = scale_plans(request(fields, gpus=counts[0]), counts)
+    counts = [int(v) for v in expand_values("gpus", gpus)]
+    req = request(fields, gpus=counts[0])
+    check_scale_work(req, counts, max_points)
+    plans = scale_plans(req, counts)
     if emit([p.to_json() for p in plans], as_json, as_csv):
         return
     for table in scale_tables(plans):

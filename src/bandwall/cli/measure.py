@@ -300,7 +300,7 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
     """Every stored run, newest last."""
     from bandwall.measure.bench.store import Store
 
-    with Store(db) as store:
+    with Store.reader(db) as store:
         runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
     if emit(runs, as_json, as_csv):
         return
@@ -334,7 +334,7 @@ def results_show(
     from bandwall.measure.bench.store import Store
     from bandwall.report.bench_tables import collectives_table, links_tables, train_table
 
-    with Store(db) as store:
+    with Store.reader(db) as store:
         run = store.run(run_id)
         rows, links, train = store.results(run_id), store.links(run_id), store.train(run_id)
     doc = {"run": run.__dict__, "results": rows, "links": links, "train": train}
@@ -367,7 +367,7 @@ def results_export(
 
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
-    with Store(db) as store:
+    with Store.reader(db) as store:
         run = store.run(run_id)
         rows = store.results(run_id) or store.links(run_id) or store.train(run_id)
     emit({"run": run.__dict__, "rows": rows}, fmt == "json", fmt == "csv", rows)
@@ -394,9 +394,10 @@ def import_nccl_tests(
     """Read real nccl-tests logs (every *_perf block in them) into the results store, one run
     per block, so results/plot/calibrate/validate use them like bandwall's own runs."""
     from bandwall.measure.importers.nccl_tests import import_log
+    from bandwall.safeio import iter_lines
 
-    text = sys.stdin.read() if log == "-" else _read_text(log)
-    runs = import_log(text, source=log, db=db, op=op, ranks=ranks)
+    lines = iter_lines(log, field="log", max_bytes=MAX_IMPORT_BYTES)
+    runs = import_log(lines, source=log, db=db, op=op, ranks=ranks)
     if as_json:
         print_json(runs)
         return
@@ -407,12 +408,9 @@ def import_nccl_tests(
         )
 
 
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path!r}: {exc.strerror}", field="log") from None
+#: Largest nccl-tests log read (after decompression): a full sweep of every collective on a
+#: thousand ranks is a few MiB.
+MAX_IMPORT_BYTES = 256 << 20
 
 
 def probe_cmd(as_json: bool) -> None:

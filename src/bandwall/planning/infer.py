@@ -273,7 +273,6 @@ def _row_request(row: dict[str, Any]) -> InferRequest:
         prompt_tokens=int(row["prompt_tokens"]),
         output_tokens=int(row["output_tokens"]),
         static_batch=bool(row.get("static_batch", False)),
-        failures=False,
     )
 
 

@@ -436,14 +436,14 @@ class PlanRequest(BaseModel):
             raise ValueError(f"unknown value {value!r}; choose one of: {', '.join(allowed)}")
         return folded[value.lower()] if name not in ("model",) else value
 
-    @model_validator(mode="after")
-    def _overlap_needs_sp(self) -> PlanRequest:
-        if self.tp_comm_overlap and not self.sequence_parallel:
-            raise ConfigError(
-                "needs sequence parallelism (Megatron asserts it); drop --no-sequence-parallel",
-                field="tp_comm_overlap",
-            )
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _input_layer(cls, data: Any, handler: Any) -> Any:
+        """Number strings through `bandwall.units`, then the cross-field rules
+        (`bandwall.planning.rules`: what applies to which workload, cluster and mode)."""
+        from bandwall.planning import rules
+
+        return rules.apply(cls, data, handler)
 
     @field_validator("compression")
     @classmethod
