@@ -153,6 +153,10 @@ def parse_size(text: str, field: str = "size") -> int:
 MAX_RANGE_VALUES = 10_000
 
 
+#: A range whose last value is within this share of its end is taken as reaching it (no note).
+NOTE_SHORTFALL = 0.01
+
+
 @dataclass(frozen=True)
 class Range:
     """The values a range or list expands to, and a note when the range's last value stops
@@ -227,16 +231,13 @@ def expand_range(
     values = [_whole(v, text, field, integer, rounded=True) for v in values]
     note = None
     last = values[-1]
-    if not math.isclose(last, hi, rel_tol=1e-9) and last < hi:
+    if last < hi * (1 - NOTE_SHORTFALL):
         note = (
             f"range {text!r} stops at {show(last)}, short of its end {show(hi)} (the next "
             f"value, {show(next_value)}, is past it)"
         )
-    if integer and len(set(values)) != len(values):
-        raise ConfigError(
-            f"range {text!r} repeats values once rounded to whole numbers; use a larger step",
-            field=field,
-        )
+    if integer:  # x1.01 from 1 rounds to 1, 1, 1, ...: each whole number once
+        values = list(dict.fromkeys(values))
     return Range(values, note)
 
 

@@ -34,7 +34,7 @@ def _app() -> Any:
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     db = Path(folder) / "fuzz.db"
     seed_db(db)
-    return create_app(str(db))
+    return create_app(str(db), allowed_hosts=("testserver",))  # the ASGI test client's Host
 
 
 APP = _app()

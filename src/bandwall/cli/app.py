@@ -22,10 +22,12 @@ from bandwall.cli.options import (
     expand_values,
     parse_max_points,
     request,
+    with_model_options,
     with_request_options,
 )
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
+from bandwall.measure.requests import Monitor
 from bandwall.report.text import console, emit, err_console, print_json
 
 app = typer.Typer(
@@ -580,20 +582,15 @@ def probe(as_json: JsonOption = False) -> None:
 
 
 @app.command()
+@with_model_options(Monitor)
 def monitor(
-    iface: Annotated[list[str] | None, typer.Option(help="Interface(s) to watch.")] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between samples.")] = 1.0,
-    count: Annotated[int | None, typer.Option(help="Stop after N samples.")] = None,
-    prometheus: Annotated[
-        str | None,
-        typer.Option(help="Serve Prometheus metrics on [HOST]:PORT (host 127.0.0.1 if omitted)."),
-    ] = None,
+    fields: dict[str, Any],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per sample.")
     ] = False,
 ) -> None:
     """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
-    measure.monitor_cmd(iface, interval, count, prometheus, as_json)
+    measure.monitor_cmd(fields, as_json)
 
 
 def error_line(exc: BandwallError, args: list[str]) -> str:
@@ -601,9 +598,16 @@ def error_line(exc: BandwallError, args: list[str]) -> str:
     message as it stands."""
     if exc.field is None:
         return str(exc)
+    from bandwall.measure.requests import MODELS
     from bandwall.planning.request import PlanRequest, field_flag
 
-    flag = field_flag(exc.field)
+    flags = {exc.field: field_flag(exc.field)}
+    for model in MODELS:  # measurement options whose flag differs from the field name
+        info = model.model_fields.get(exc.field)
+        extra = info.json_schema_extra if info is not None else None
+        if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
+            flags[exc.field] = str(extra["flag"])
+    flag = flags[exc.field]
     typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)
     if exc.field in PlanRequest.model_fields or typed:
         return f"--{flag}: {exc.reason}"

@@ -7,6 +7,7 @@ which parses units and names the field in any error. Nothing here lists a field 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 import typer
 from pydantic.fields import FieldInfo
 
-from bandwall.errors import ConfigError
+from bandwall.errors import BandwallError, ConfigError
 from bandwall.planning.request import (
     VECTOR_FIELDS,
     PlanRequest,
@@ -63,7 +64,9 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     text = (info.description or "").strip()
     meta = field_meta(name)
     if with_choices and meta.get("choices"):
-        text += " Choices: " + ", ".join(choices_for(str(meta["choices"]))) + "."
+        # a broken catalog overlay is reported by the command that needs it, never by --help
+        with contextlib.suppress(BandwallError):
+            text += " Choices: " + ", ".join(choices_for(str(meta["choices"]))) + "."
     ann = _base_type(info)
     enum_values = getattr(info.annotation, "__members__", None)
     if enum_values:
@@ -218,3 +221,73 @@ def check_scale_work(req: PlanRequest, counts: list[int], max_points: str | None
 
     work = Work(len(counts), len(counts), layouts_searched(req), len(counts))
     check_work(work, parse_max_points(max_points), "gpus")
+
+
+def model_parameter(model: type[Any], name: str) -> inspect.Parameter:
+    """The Typer option of one field of any request model (`bandwall.measure.requests`): the
+    flag from the `flag` metadata (plus `aliases`), the help from the field's docstring with
+    its choices and default, a --x/--no-x pair for booleans, a repeatable option for lists.
+    Values arrive as text and are parsed by the model."""
+    info: FieldInfo = model.model_fields[name]
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    flag = "--" + str(extra.get("flag") or name.replace("_", "-"))
+    aliases = [str(a) for a in extra.get("aliases") or []]  # type: ignore[union-attr]
+    text = (info.description or "").strip()
+    ann = _base_type(info)
+    if typing.get_origin(ann) is Literal:
+        text += " Choices: " + ", ".join(map(str, typing.get_args(ann))) + "."
+    if info.default is not None and ann is not bool and not info.is_required():
+        text += f" [default: {info.default}]"
+    annotation: Any
+    if ann is bool:
+        off = "--no-" + flag.removeprefix("--")
+        annotation = Annotated[
+            bool | None, typer.Option(f"{flag}/{off}", help=text, show_default=False)
+        ]
+    elif typing.get_origin(ann) is list:
+        annotation = Annotated[
+            list[str] | None, typer.Option(flag, *aliases, help=text, show_default=False)
+        ]
+    else:
+        metavar = _METAVAR.get(ann, "TEXT")
+        annotation = Annotated[
+            str | None,
+            typer.Option(flag, *aliases, help=text, metavar=metavar, show_default=False),
+        ]
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+
+def with_model_options(
+    model: type[Any],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command taking `fields: dict` one option per field of `model` (fields marked
+    `argument` are the command's own positional arguments); the command validates with
+    `bandwall.measure.requests.build(model, **fields, ...)`."""
+    names = [
+        n
+        for n, info in model.model_fields.items()
+        if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("argument"))
+    ]
+
+    def deco(fn: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p
+            for p in inspect.signature(fn, eval_str=True).parameters.values()
+            if p.name != "fields"
+        ]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
+            for k in names:
+                kwargs.pop(k, None)
+            fn(fields=fields, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            own + [model_parameter(model, n) for n in names]
+        )
+        return wrapper
+
+    return deco

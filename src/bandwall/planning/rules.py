@@ -437,14 +437,12 @@ class RuleDoc:
     serving_only: bool = False
 
 
-def rule_examples() -> list[RuleDoc]:
+def rule_examples(model: type[Any]) -> list[RuleDoc]:
     """Every rule's breaking example, for the generated tests and docs (a serving rule's
-    example is its field set to a valid value other than the default)."""
-    from bandwall.planning.request import PlanRequest
-
+    example is its field set to a valid value of `model` other than the default)."""
     out = []
     for r in RULES:
-        example = r.example or {r.field: _other_value(PlanRequest.model_fields[r.field])}
+        example = r.example or {r.field: _other_value(model.model_fields[r.field])}
         out.append(RuleDoc(r.field, example, r.serving_only))
     return out
 
