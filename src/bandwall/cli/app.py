@@ -313,6 +313,10 @@ def compare(
     from bandwall.planning.presets import presets
     from bandwall.report.tables import compare_tables
 
+    if not infer:  # serving-only options on a training comparison would be ignored
+        for name, value in (("infer_models", infer_models), ("chart", chart)):
+            if value:
+                raise ConfigError("applies to serving only; add --infer", field=name)
     keys = _split(presets_, "presets") if presets_ else list(presets())
     if infer:
         from bandwall.cli.infer import run_compare_infer
@@ -608,7 +612,8 @@ def error_line(exc: BandwallError, args: list[str]) -> str:
         if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
             flags[exc.field] = str(extra["flag"])
     flag = flags[exc.field]
-    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)
+    short = {"output": "-o"}.get(exc.field)  # the one short option: -o/--output
+    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") or a == short for a in args)
     if exc.field in PlanRequest.model_fields or typed:
         return f"--{flag}: {exc.reason}"
     return str(exc)

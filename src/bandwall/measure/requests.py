@@ -96,7 +96,7 @@ def _seconds(text: str, field: str) -> float:
 _M = TypeVar("_M", bound=BaseModel)
 
 
-def build(model: type[_M], **fields: Any) -> _M:
+def build(model: type[_M], /, **fields: Any) -> _M:
     """A validated request from option values (None means unset); the first error is one
     ConfigError naming the option."""
     try:

@@ -463,3 +463,40 @@ def _other_value(info: Any) -> Any:
     if base is float:
         return 0.5 if info.default != 0.5 else 0.25
     return "int8" if info.default != "int8" else "none"
+
+
+def markdown(model: type[Any]) -> str:
+    """The rules as a Markdown table (docs/security.md holds it; a test keeps it current)."""
+    import re
+
+    lines = ["| option | refused when | example |", "|---|---|---|"]
+    seen = set()
+    for r, doc in zip(RULES, rule_examples(model), strict=True):
+        if r.serving_only and r.field in TRAINING_ONLY:
+            continue  # one row below for all of them
+
+        def fill(m: re.Match[str], example: dict[str, Any] = doc.example) -> str:
+            key = m.group(1)
+            if key in example:
+                return f"{example[key]:,}" if isinstance(example[key], int) else str(example[key])
+            return "<" + key.split(".")[-1].replace("_", " ") + ">"
+
+        says = re.sub(r"\{([a-z_.]+)(?::[^}]*)?\}", fill, r.says.split("; ")[0])
+        parts = []
+        for k, v in doc.example.items():
+            flag = "--" + k.replace("_", "-")
+            if v is True:
+                parts.append(flag)
+            elif v is False:
+                parts.append("--no-" + flag[2:])
+            else:
+                parts.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
+        key = (r.field, says)
+        if key not in seen:
+            seen.add(key)
+            lines.append(f"| `--{r.field.replace('_', '-')}` | {says} | `{' '.join(parts)}` |")
+    lines.append(
+        "| training options on `infer` | describes training; serving does not use it | "
+        "`infer --tokens 1T` |"
+    )
+    return "\n".join(lines) + "\n"

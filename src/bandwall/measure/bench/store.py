@@ -547,8 +547,14 @@ class Store:
         return out
 
     def count_rows(self, run_id: int) -> int:
-        """Measurements of any kind a run holds."""
-        return len(self.results(run_id)) + len(self.links(run_id)) + len(self.train(run_id))
+        """Measurements of any kind a run holds (counted, not read: a listing of runs does
+        not fail on one bad value; `results show` reports it)."""
+        total = 0
+        for table in ("results", "links", "train"):
+            if table in self._tables:
+                (n,) = self._read(f"SELECT count(*) FROM {table} WHERE run_id = ?", (run_id,))[0]
+                total += int(n)
+        return total
 
     def integrity_ok(self) -> bool:
         return bool(self._read("PRAGMA integrity_check")[0][0] == "ok")
