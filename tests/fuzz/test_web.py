@@ -150,12 +150,8 @@ def test_query_strings_are_checked(query: list[tuple[str, str]], path: str) -> N
 )
 def test_foreign_host_headers_are_refused(host: str) -> None:
     """DNS rebinding: only loopback names get an answer from a server without a token."""
-    try:
-        host.encode("latin-1")
-    except UnicodeEncodeError:
-        return  # not sendable as a header
-    if any(c in host for c in "\r\n\x00"):
-        return
+    if not (host.isascii() and host.isprintable()):
+        return  # not sendable as a header value
     r = CLIENT.get("/api/results", headers={"Host": host})
     loopback = host.strip().lower().split(":")[0] in ("localhost", "127.0.0.1", "testserver")
     assert r.status_code in ((200, 421) if loopback else (421,)), (host, r.status_code)

@@ -1,6 +1,6 @@
 """The dashboard's JSON API (with bad input) and the self-contained HTML report. The OpenAPI
-fuzzing is in test_fuzz.py, the hardening in test_hardening.py and the page in real headless
-Chromium in test_dashboard.py."""
+fuzzing is in tests/fuzz/test_web.py, the hardening in test_hardening.py and the page in
+real headless Chromium in test_dashboard.py."""
 
 from __future__ import annotations
 

@@ -294,51 +294,78 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
             console.print(f"run {r['id']} {r['status']}: {r['error']}", markup=False)
 
 
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN_ID", help="Run id (bandwall results list) or 'latest'.")
+]
+
+
 @results_app.command("show")
 def results_show(
-    run_id: int, db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False
+    run: RunId, db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False
 ) -> None:
     """One run with its host, versions, arguments and measurements."""
-    from bandwall.measure.bench.store import Store
+    from bandwall.measure.bench.store import Store, parse_run_ref
     from bandwall.report.bench_tables import collectives_table, links_tables, train_table
 
+    run_id = parse_run_ref(run, "run")
+
     with Store.reader(db) as store:
-        run = store.run(run_id)
-        rows, links, train = store.results(run_id), store.links(run_id), store.train(run_id)
-    doc = {"run": run.__dict__, "results": rows, "links": links, "train": train}
+        the_run = store.latest() if run_id is None else store.run(run_id)
+        rows, links = store.results(the_run.id), store.links(the_run.id)
+        train = store.train(the_run.id)
+    doc = {"run": the_run.__dict__, "results": rows, "links": links, "train": train}
     if emit(doc, as_json, as_csv, rows or links or train):
         return
     console.print(
-        f"run {run.id} · {run.kind} · {run.status} · {run.world_size} ranks · "
-        f"{run.backend} · {run.created_at} · {run.host.get('hostname')} · "
-        f"{run.versions}"
+        f"run {the_run.id} · {the_run.kind} · {the_run.status} · {the_run.world_size} ranks · "
+        f"{the_run.backend} · {the_run.created_at} · {the_run.host.get('hostname')} · "
+        f"{the_run.versions}"
     )
-    if run.error:
-        console.print(f"error: {run.error}", markup=False)
+    if the_run.error:
+        console.print(f"error: {the_run.error}", markup=False)
     if rows:
-        console.print(collectives_table(rows, f"run {run.id}"))
+        console.print(collectives_table(rows, f"run {the_run.id}"))
     if links:
-        for t in links_tables(links, run.world_size):
+        for t in links_tables(links, the_run.world_size):
             console.print(t)
     if train:
-        console.print(train_table(train, f"run {run.id}"))
+        console.print(train_table(train, f"run {the_run.id}"))
 
 
 @results_app.command("export")
 def results_export(
-    run_id: int,
+    run: RunId,
     db: Db = None,
     fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Write to this .json or .csv file (default: stdout)."),
+    ] = None,
 ) -> None:
-    """A run's measurements as JSON or CSV on stdout."""
-    from bandwall.measure.bench.store import Store
+    """A run's measurements as JSON or CSV on stdout, or in a file (-o)."""
+    import contextlib
+    import io
 
+    from bandwall.measure.bench.store import Store, parse_run_ref
+    from bandwall.safeio import check_output, write_output
+
+    run_id = parse_run_ref(run, "run")
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
+    if output:
+        check_output(output, field="output", formats=(f".{fmt}",))
     with Store.reader(db) as store:
-        run = store.run(run_id)
-        rows = store.results(run_id) or store.links(run_id) or store.train(run_id)
-    emit({"run": run.__dict__, "rows": rows}, fmt == "json", fmt == "csv", rows)
+        the_run = store.latest() if run_id is None else store.run(run_id)
+        rows = store.results(the_run.id) or store.links(the_run.id) or store.train(the_run.id)
+    doc = {"run": the_run.__dict__, "rows": rows}
+    if output is None:
+        emit(doc, fmt == "json", fmt == "csv", rows)
+        return
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        emit(doc, fmt == "json", fmt == "csv", rows)
+    write_output(output, text.getvalue(), field="output", formats=(f".{fmt}",))
+    err_console.print(f"wrote {output}")
 
 
 @import_app.callback()
