@@ -117,13 +117,20 @@ def parse_int(
             f"{text[:40]!r} is not a whole number (digits, optionally K/M/G = 1024^n)",
             field=field,
         )
-    value = _finite(m.group(1), field) * _INT_SUFFIX[m.group(2).lower()]
-    if not math.isfinite(value) or value != math.floor(value):
-        raise ConfigError(f"{text.strip()!r} is not a whole number", field=field)
-    _bounded(value, text, field, lo, hi)
-    if abs(value) > 2**63:
+    number, scale = m.group(1), _INT_SUFFIX[m.group(2).lower()]
+    if number.lstrip("+-").isdigit():  # digits only: exact (float would round past 2**53)
+        if len(number) > MAX_NUMBER_CHARS:
+            _finite(number, field)  # the same 'too many characters' error
+        exact = int(number) * scale
+    else:
+        value = _finite(number, field) * scale
+        if not math.isfinite(value) or value != math.floor(value):
+            raise ConfigError(f"{text.strip()!r} is not a whole number", field=field)
+        exact = int(value)
+    _bounded(exact, text, field, lo, hi)
+    if abs(exact) > 2**63:
         raise ConfigError(f"{text.strip()!r} is out of range", field=field)
-    return int(value)
+    return exact
 
 
 _SIZE_SUFFIX = {"": 1, "B": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB, "P": PiB}

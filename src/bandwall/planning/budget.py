@@ -91,3 +91,9 @@ def check_work(work: Work, max_points: int | None, field: str) -> None:
             "(a million points take about 15 s on two cores)",
             field=field,
         )
+
+
+def collective_work(sizes: int, rank_counts: int) -> Work:
+    """The work of pricing `sizes` message sizes at `rank_counts` rank counts (`collective`,
+    `/api/collective`): one row each, nothing searched."""
+    return Work(sizes * rank_counts, 1, 1, sizes + rank_counts)
