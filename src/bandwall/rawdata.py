@@ -5,6 +5,7 @@ pydantic models costs more start-up time than the whole help text."""
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -14,6 +15,37 @@ from bandwall.errors import CatalogError
 
 #: The installed package's root; data files live in `<package>/data/`.
 ROOT = Path(__file__).resolve().parent
+#: Largest catalog overlay file read: the shipped catalog is a few dozen KiB.
+MAX_OVERLAY_BYTES = 8 << 20
+
+
+def _overlay_text(path: Path) -> str:
+    """An overlay file's text: a regular file, bounded, strict UTF-8, or one CatalogError
+    naming it (the commands that need the catalog print it; `--help` never reads it)."""
+    where = f"$BANDWALL_CATALOG_DIR/{path.name} ({str(path)!r})"
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            raise CatalogError(f"{where}: not a regular file")
+        if st.st_size > MAX_OVERLAY_BYTES:
+            raise CatalogError(f"{where}: over {MAX_OVERLAY_BYTES >> 20} MiB")
+        with path.open("rb") as fh:
+            data = fh.read(MAX_OVERLAY_BYTES + 1)
+    except OSError as exc:
+        raise CatalogError(f"{where}: cannot read: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CatalogError(
+            f"{where}: not UTF-8 text (byte {exc.start:,}); save it as UTF-8 TOML"
+        ) from None
+
+
+def _rows(origin: str, data: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    rows = data.get(table, [])
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise CatalogError(f"{origin}: [[{table}]] must be an array of tables")
+    return rows
 
 
 def read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
@@ -25,14 +57,14 @@ def read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
         paths.append(Path(extra) / name)
     rows: list[tuple[str, dict[str, Any]]] = []
     for path in paths:
-        origin = (
-            f"bandwall/catalog/data/{name}" if path.parent.parent == ROOT / "catalog" else str(path)
-        )
+        shipped = path.parent.parent == ROOT / "catalog"
+        origin = f"bandwall/catalog/data/{name}" if shipped else str(path)
+        text = path.read_text(encoding="utf-8") if shipped else _overlay_text(path)
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
-        rows.extend((origin, row) for row in data.get(table, []))
+        rows.extend((origin, row) for row in _rows(origin, data, table))
     return rows
 
 

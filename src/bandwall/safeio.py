@@ -210,6 +210,10 @@ def check_output(
     folder or a special file, and its suffix is one of `formats` (e.g. ``(".csv", ".json")``)
     when given. Nothing is created."""
     p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{str(p)!r} is a folder; give a file name", field=field)
+    if p.exists() and not p.is_file():
+        raise ConfigError(f"{str(p)!r} is not a regular file (a device or pipe)", field=field)
     if formats is not None and p.suffix.lower() not in formats:
         known = ", ".join(formats)
         raise ConfigError(
@@ -219,10 +223,9 @@ def check_output(
     parent = p.parent if str(p.parent) else Path(".")
     if not parent.is_dir():
         raise ConfigError(f"folder {str(parent)!r} does not exist", field=field)
-    if p.is_dir():
-        raise ConfigError(f"{str(p)!r} is a folder; give a file name", field=field)
-    if p.exists() and not p.is_file():
-        raise ConfigError(f"{str(p)!r} is not a regular file (a device or pipe)", field=field)
+    where = str(parent.resolve())
+    if where == "/dev" or any(where == r or where.startswith(r + "/") for r in ("/proc", "/sys")):
+        raise ConfigError(f"{str(p)!r} is in a system folder, not a place for files", field=field)
     if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
         raise ConfigError(f"cannot write {str(p)!r}: permission denied", field=field)
     return p

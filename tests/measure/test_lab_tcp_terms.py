@@ -43,12 +43,15 @@ def test_rates_follow_the_link_not_a_ladder(runner: tcp_terms.Runner) -> None:
 
 
 def test_back_to_back_between_the_pipelined_bound_and_alone(runner: tcp_terms.Runner) -> None:
-    """1 MiB, 4 ranks, 10 ms RTT, 200 Mbit/s. Alone: the model's Gloo ring with α as
-    measured, within 25% (measured +2% on a loaded machine). Back to back: at least 0.85 of
-    max(6 round trips, serialisation) (a quiet machine measured 67 ms against 65 ms, 30%
-    under alone; a loaded one 128 ms, the cores then limit) and at most 1.15 × alone."""
+    """1 MiB, 4 ranks, 10 ms RTT, 200 Mbit/s. Alone: between the pipelined bound and the
+    model's Gloo ring with α as measured (α-β: every step's latency in series), within 15%
+    (a loaded machine measured +2% of the α-β sum; a quiet one 75 ms, 23% under it, as TCP's
+    window carries a step's bytes while the next step's latency runs: the α-β sum is an upper
+    bound). Back to back: at least 0.85 of max(6 round trips, serialisation) (a quiet machine
+    measured 67-69 ms against 65-66 ms; a loaded one 128 ms, the cores then limit) and at most
+    1.15 × alone."""
     o = runner.overlap(0.005, 1 << 20, 4)
-    assert o["model_alone_s"] == pytest.approx(o["alone_s"], rel=0.25), o
+    assert 0.85 * o["model_back_to_back_s"] <= o["alone_s"] <= 1.15 * o["model_alone_s"], o
     assert o["back_to_back_s"] >= 0.85 * o["model_back_to_back_s"], o
     assert o["back_to_back_s"] <= 1.15 * o["alone_s"], o
 

@@ -135,6 +135,7 @@ def test_petals_hops_count_the_client() -> None:
     servers make 4 hops per token (client -> 1 -> 2 -> 3 -> client); a pipeline inside one
     cluster makes pp - 1 activation hops plus the sampled id's return."""
     w, cl = _setup(
+        model="custom",
         layers=70,
         hidden=14336,
         heads=112,

@@ -16,9 +16,18 @@ from typer.exceptions import TyperException
 from bandwall import __version__
 from bandwall.cli import doctor, measure, show
 from bandwall.cli import infer as infer_cli
-from bandwall.cli.options import expand, request, with_request_options
+from bandwall.cli.options import (
+    MaxPoints,
+    check_scale_work,
+    expand_values,
+    parse_max_points,
+    request,
+    with_model_options,
+    with_request_options,
+)
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import BandwallError, ConfigError, unknown_choice
+from bandwall.measure.requests import Monitor
 from bandwall.report.text import console, emit, err_console, print_json
 
 app = typer.Typer(
@@ -309,6 +318,10 @@ def compare(
     from bandwall.planning.presets import presets
     from bandwall.report.tables import compare_tables
 
+    if not infer:  # serving-only options on a training comparison would be ignored
+        for name, value in (("infer_models", infer_models), ("chart", chart)):
+            if value:
+                raise ConfigError("applies to serving only; add --infer", field=name)
     keys = _split(presets_, "presets") if presets_ else list(presets())
     if infer:
         from bandwall.cli.infer import run_compare_infer
@@ -331,21 +344,30 @@ def sweep(
         str | None,
         typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
     ] = None,
+    max_points: MaxPoints = None,
 ) -> None:
     """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
     a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
     from bandwall.planning.api import sweep as run_sweep
+    from bandwall.planning.budget import check_work, sweep_work
     from bandwall.report.tables import write_table
+    from bandwall.safeio import check_output
+
+    if output:
+        check_output(output, field="output", formats=(".csv", ".parquet"))
 
     axes: dict[str, list[Any]] = {}
     base: dict[str, Any] = {}
     for name, text in fields.items():
-        values = expand(name, text) if isinstance(text, str) else [text]
+        values = expand_values(name, text) if isinstance(text, str) else [text]
         if len(values) == 1:
             base[name] = values[0]
         else:
             axes[name] = values
-    table = run_sweep(request(base), axes)
+    req = request(base)
+    largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
+    check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
+    table = run_sweep(req, axes)
     write_table(table, output)
     if output:
         n = len(next(iter(table.values())))
@@ -359,6 +381,7 @@ def scale(
     gpus: Annotated[
         str, typer.Option(help="GPU counts, e.g. 1k:128k:x2 (k = 1024) or 64,128.")
     ] = "1k:16k:x2",
+    max_points: MaxPoints = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
 ) -> None:
@@ -367,8 +390,10 @@ def scale(
     from bandwall.planning.api import scale as scale_plans
     from bandwall.report.tables import scale_tables
 
-    counts = [int(v) for v in expand("gpus", gpus)]
-    plans = scale_plans(request(fields, gpus=counts[0]), counts)
+    counts = [int(v) for v in expand_values("gpus", gpus)]
+    req = request(fields, gpus=counts[0])
+    check_scale_work(req, counts, max_points)
+    plans = scale_plans(req, counts)
     if emit([p.to_json() for p in plans], as_json, as_csv):
         return
     for table in scale_tables(plans):
@@ -593,20 +618,15 @@ def probe(as_json: JsonOption = False) -> None:
 
 
 @app.command()
+@with_model_options(Monitor)
 def monitor(
-    iface: Annotated[list[str] | None, typer.Option(help="Interface(s) to watch.")] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between samples.")] = 1.0,
-    count: Annotated[int | None, typer.Option(help="Stop after N samples.")] = None,
-    prometheus: Annotated[
-        str | None,
-        typer.Option(help="Serve Prometheus metrics on [HOST]:PORT (host 127.0.0.1 if omitted)."),
-    ] = None,
+    fields: dict[str, Any],
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON object per sample.")
     ] = False,
 ) -> None:
     """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
-    measure.monitor_cmd(iface, interval, count, prometheus, as_json)
+    measure.monitor_cmd(fields, as_json)
 
 
 def error_line(exc: BandwallError, args: list[str]) -> str:
@@ -614,10 +634,18 @@ def error_line(exc: BandwallError, args: list[str]) -> str:
     message as it stands."""
     if exc.field is None:
         return str(exc)
+    from bandwall.measure.requests import MODELS
     from bandwall.planning.request import PlanRequest, field_flag
 
-    flag = field_flag(exc.field)
-    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)
+    flags = {exc.field: field_flag(exc.field)}
+    for model in MODELS:  # measurement options whose flag differs from the field name
+        info = model.model_fields.get(exc.field)
+        extra = info.json_schema_extra if info is not None else None
+        if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
+            flags[exc.field] = str(extra["flag"])
+    flag = flags[exc.field]
+    short = {"output": "-o"}.get(exc.field)  # the one short option: -o/--output
+    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") or a == short for a in args)
     if exc.field in PlanRequest.model_fields or typed:
         return f"--{flag}: {exc.reason}"
     return str(exc)

@@ -15,69 +15,12 @@ from typing import Any
 from bandwall.cli.options import with_request_options
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.planning.request import PlanRequest
+from bandwall.planning.rules import TRAINING_ONLY
 
 if typing.TYPE_CHECKING:
     from rich.table import Table
 
     from bandwall.planning.infer import Inference
-
-#: Plan-request fields that describe training only; `infer` does not offer them.
-TRAINING_ONLY = (
-    "cp",
-    "ep",
-    "zero",
-    "micro_batch",
-    "virtual_stages",
-    "auto",
-    "schedule",
-    "recompute",
-    "reduce_dtype",
-    "compression",
-    "local_sgd_steps",
-    "diloco_workers",
-    "outer_compression",
-    "outer_overlap",
-    "outer_state_on_cpu",
-    "overlap",
-    "sequence_parallel",
-    "tp_comm_overlap",
-    "pp_comm_overlap",
-    "flash_attention",
-    "lora_rank",
-    "offload_optimizer",
-    "ep_overlap",
-    "bucket_MiB",
-    "straggler_mitigation",
-    "gemm_efficiency",
-    "global_batch",
-    "eval_interval_steps",
-    "eval_samples",
-    "tokens",
-    "epochs",
-    "failures",
-    "straggler_fraction",
-    "straggler_slowdown",
-    "failed_links",
-    "failed_link_fraction",
-    "routing",
-    "slow_link_fraction",
-    "slow_link_speed",
-    "checkpoint_GBps",
-    "restart_s",
-    "etp",
-    "pp_first_stage_layers",
-    "pp_last_stage_layers",
-    "stack",
-    "overlap_grad_reduce",
-    "overlap_param_gather",
-    "reshard_after_forward",
-    "fp8_recipe",
-    "fp8_weights",
-    "recompute_layers",
-    "cuda_graphs",
-    "compile",
-    "profile",
-)
 
 
 def with_infer_options(
@@ -251,8 +194,9 @@ def infer_chart(results: list[Inference], path: str) -> None:
     ax2.set_title("Latency")
     ax2.set_yticklabels([])
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    from bandwall.report.plots import save
+
+    save(fig, path, field="chart")
 
 
 # --- commands ------------------------------------------------------------------------------
@@ -294,6 +238,11 @@ def run_compare_infer(
     from bandwall.planning.request import make_infer_request
     from bandwall.report.text import console, emit, err_console
 
+    if chart:
+        from bandwall.report.plots import IMAGE_FORMATS
+        from bandwall.safeio import check_output
+
+        check_output(chart, field="chart", formats=IMAGE_FORMATS)
     results = []
     for model in models or [fields.get("model") or "llama3-8b"]:
         req = make_infer_request(**{**fields, "model": model, "preset": preset_keys[0]})

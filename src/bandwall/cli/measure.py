@@ -12,10 +12,21 @@ import typer
 from rich.live import Live
 from rich.table import Table
 
+from bandwall.cli.options import with_model_options
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.errors import ConfigError, unknown_choice
+from bandwall.measure.requests import (
+    BenchCollectives,
+    BenchLinks,
+    BenchTrain,
+    ImportNcclTests,
+    LabRun,
+    LabUp,
+    Monitor,
+    build,
+)
 from bandwall.report.text import console, emit, err_console, print_json
-from bandwall.units import parse_size, parse_size_range
+from bandwall.units import parse_size
 
 if TYPE_CHECKING:
     from bandwall.measure.bench.runner import BenchConfig
@@ -69,63 +80,38 @@ def _execute(cfg: BenchConfig, local: int | None) -> dict[str, Any] | None:
 
 
 @bench_app.command("collectives")
+@with_model_options(BenchCollectives)
 def bench_collectives(
-    ops: Annotated[str, typer.Option("--ops", "--op", help="Comma list or 'all'.")] = "all_reduce",
-    sizes: Annotated[
-        str, typer.Option(help="START:END[:xF] or a list; K/M/G = 1024^n.")
-    ] = "1K:64M",
-    warmup: Annotated[int, typer.Option(help="Untimed iterations per size.")] = 5,
-    iters: Annotated[int, typer.Option(help="Timed iterations per size.")] = 20,
-    dtype: Annotated[
-        str, typer.Option(help="float32, float64, bfloat16, float16, int32.")
-    ] = "float32",
-    inplace: Annotated[
-        bool | None,
-        typer.Option(
-            help="Only in-place (--inplace) or only out-of-place (--no-inplace) buffers; "
-            "default both, as nccl-tests' two column groups."
-        ),
-    ] = None,
-    check: Annotated[bool, typer.Option(help="Verify results (#wrong).")] = True,
-    backend: Backend = "auto",
-    timeout: Timeout = 300.0,
-    local: Local = None,
-    db: Db = None,
+    fields: dict[str, Any],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="Print CSV rows.")] = False,
-    debug: Debug = False,
     inject_error: Annotated[bool, typer.Option(hidden=True)] = False,
 ) -> None:
     """nccl-tests-style collective benchmark: rows stream in nccl-tests' own format (size,
     count, type, redop, root, out-of-place and in-place time / algbw / busbw / #wrong, then
     the `# Avg bus bandwidth` footer); --json / --csv add p10/p90/p99 per row."""
-    from bandwall.measure.bench.runner import DTYPES, BenchConfig
+    from bandwall.measure.bench.runner import BenchConfig
 
-    if dtype not in DTYPES:
-        raise unknown_choice("dtype", dtype, DTYPES)
-    if warmup < 0 or iters < 1:
-        raise ConfigError("need --iters >= 1 and --warmup >= 0", field="iters")
-    if timeout <= 0:
-        raise ConfigError(f"must be positive, got {timeout}", field="timeout")
+    req = build(BenchCollectives, **fields)
     cfg = BenchConfig(
         kind="collectives",
-        ops=_ops(ops),
-        sizes=tuple(int(s) for s in parse_size_range(sizes)),
-        warmup=warmup,
-        iters=iters,
-        dtype=dtype,
-        inplace=inplace,
-        check=check,
-        backend=backend,
-        timeout_s=timeout,
-        db=db,
+        ops=req.op_list,
+        sizes=req.size_list,
+        warmup=req.warmup,
+        iters=req.iters,
+        dtype=req.dtype,
+        inplace=req.inplace,
+        check=req.check,
+        backend=req.backend,
+        timeout_s=req.timeout_s,
+        db=req.db,
         inject_error=inject_error,
         progress=as_json or as_csv,
         stream=not (as_json or as_csv),
-        debug=debug,
+        debug=req.debug,
         args={"command": "bench collectives", "argv": sys.argv[1:]},
     )
-    out = _execute(cfg, local)
+    out = _execute(cfg, req.local)
     if out is None:
         return
     if as_json or as_csv:  # the text form was streamed by rank 0 as each size finished
@@ -137,33 +123,27 @@ def bench_collectives(
 
 
 @bench_app.command("links")
+@with_model_options(BenchLinks)
 def bench_links(
-    size: Annotated[str, typer.Option(help="Bulk message size for bandwidth.")] = "16M",
-    iters: Annotated[int, typer.Option(help="Bulk transfers per pair.")] = 10,
-    backend: Backend = "auto",
-    timeout: Timeout = 300.0,
-    local: Local = None,
-    db: Db = None,
-    as_json: JsonOption = False,
-    as_csv: CsvOption = False,
-    debug: Debug = False,
+    fields: dict[str, Any], as_json: JsonOption = False, as_csv: CsvOption = False
 ) -> None:
     """Pairwise send/recv bandwidth and latency between every pair of ranks."""
     from bandwall.measure.bench.runner import BenchConfig
     from bandwall.report.bench_tables import links_tables
 
+    req = build(BenchLinks, **fields)
     cfg = BenchConfig(
         kind="links",
-        link_size=parse_size(size, "size"),
-        link_iters=iters,
-        backend=backend,
-        timeout_s=timeout,
-        db=db,
+        link_size=parse_size(req.size, "size"),
+        link_iters=req.iters,
+        backend=req.backend,
+        timeout_s=req.timeout_s,
+        db=req.db,
         progress=not (as_json or as_csv),
-        debug=debug,
+        debug=req.debug,
         args={"command": "bench links", "argv": sys.argv[1:]},
     )
-    out = _execute(cfg, local)
+    out = _execute(cfg, req.local)
     if out is None:
         return
     rows = out["rows"]
@@ -175,47 +155,35 @@ def bench_links(
 
 
 @bench_app.command("train")
+@with_model_options(BenchTrain)
 def bench_train(
-    model: Annotated[str, typer.Option(help="mlp, resnet-tiny or gpt-tiny.")] = "mlp",
-    warmup: Annotated[int, typer.Option(help="Untimed step pairs.")] = 2,
-    iters: Annotated[int, typer.Option(help="Timed step pairs (DDP step + no_sync step).")] = 8,
-    fabric: Annotated[
-        str | None, typer.Option(help="Also predict with this fabric, e.g. measured:lab1g.")
-    ] = None,
-    bandwidth: Annotated[
-        str | None, typer.Option(help="Link rate for the prediction (default: the lab's).")
-    ] = None,
-    backend: Backend = "auto",
-    timeout: Timeout = 300.0,
-    local: Local = None,
-    db: Db = None,
+    fields: dict[str, Any],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-    debug: Debug = False,
 ) -> None:
     """Real DDP training steps: step time, compute (no_sync) and exposed communication."""
     from bandwall.measure.bench.launch import run_local, under_torchrun
     from bandwall.measure.bench.runner import BenchConfig
-    from bandwall.measure.bench.train import MODELS, train_worker
+    from bandwall.measure.bench.train import train_worker
 
-    if model not in MODELS:
-        raise unknown_choice("model", model, MODELS)
+    req = build(BenchTrain, **fields)
+    model, fabric, bandwidth = req.model, req.fabric, req.bandwidth
     cfg = BenchConfig(
         kind="train",
-        warmup=warmup,
-        iters=iters,
-        backend=backend,
-        timeout_s=timeout,
-        db=db,
+        warmup=req.warmup,
+        iters=req.iters,
+        backend=req.backend,
+        timeout_s=req.timeout_s,
+        db=req.db,
         progress=False,
-        debug=debug,
+        debug=req.debug,
         args={"command": "bench train", "argv": sys.argv[1:]},
     )
     if under_torchrun():
         out = train_worker(cfg, model)
-    elif local is None:
+    elif req.local is None:
         raise ConfigError("not under torchrun; give --local N to spawn N ranks here", field="local")
     else:
-        out = run_local(cfg, local, worker=train_worker, worker_args=(model,))
+        out = run_local(cfg, req.local, worker=train_worker, worker_args=(model,))
     if out is None:
         return
     row = dict(out["rows"][0])
@@ -300,7 +268,7 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
     """Every stored run, newest last."""
     from bandwall.measure.bench.store import Store
 
-    with Store(db) as store:
+    with Store.reader(db) as store:
         runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
     if emit(runs, as_json, as_csv):
         return
@@ -326,51 +294,78 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
             console.print(f"run {r['id']} {r['status']}: {r['error']}", markup=False)
 
 
+RunId = Annotated[
+    str, typer.Argument(metavar="RUN_ID", help="Run id (bandwall results list) or 'latest'.")
+]
+
+
 @results_app.command("show")
 def results_show(
-    run_id: int, db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False
+    run: RunId, db: Db = None, as_json: JsonOption = False, as_csv: CsvOption = False
 ) -> None:
     """One run with its host, versions, arguments and measurements."""
-    from bandwall.measure.bench.store import Store
+    from bandwall.measure.bench.store import Store, parse_run_ref
     from bandwall.report.bench_tables import collectives_table, links_tables, train_table
 
-    with Store(db) as store:
-        run = store.run(run_id)
-        rows, links, train = store.results(run_id), store.links(run_id), store.train(run_id)
-    doc = {"run": run.__dict__, "results": rows, "links": links, "train": train}
+    run_id = parse_run_ref(run, "run")
+
+    with Store.reader(db) as store:
+        the_run = store.latest() if run_id is None else store.run(run_id)
+        rows, links = store.results(the_run.id), store.links(the_run.id)
+        train = store.train(the_run.id)
+    doc = {"run": the_run.__dict__, "results": rows, "links": links, "train": train}
     if emit(doc, as_json, as_csv, rows or links or train):
         return
     console.print(
-        f"run {run.id} · {run.kind} · {run.status} · {run.world_size} ranks · "
-        f"{run.backend} · {run.created_at} · {run.host.get('hostname')} · "
-        f"{run.versions}"
+        f"run {the_run.id} · {the_run.kind} · {the_run.status} · {the_run.world_size} ranks · "
+        f"{the_run.backend} · {the_run.created_at} · {the_run.host.get('hostname')} · "
+        f"{the_run.versions}"
     )
-    if run.error:
-        console.print(f"error: {run.error}", markup=False)
+    if the_run.error:
+        console.print(f"error: {the_run.error}", markup=False)
     if rows:
-        console.print(collectives_table(rows, f"run {run.id}"))
+        console.print(collectives_table(rows, f"run {the_run.id}"))
     if links:
-        for t in links_tables(links, run.world_size):
+        for t in links_tables(links, the_run.world_size):
             console.print(t)
     if train:
-        console.print(train_table(train, f"run {run.id}"))
+        console.print(train_table(train, f"run {the_run.id}"))
 
 
 @results_app.command("export")
 def results_export(
-    run_id: int,
+    run: RunId,
     db: Db = None,
     fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Write to this .json or .csv file (default: stdout)."),
+    ] = None,
 ) -> None:
-    """A run's measurements as JSON or CSV on stdout."""
-    from bandwall.measure.bench.store import Store
+    """A run's measurements as JSON or CSV on stdout, or in a file (-o)."""
+    import contextlib
+    import io
 
+    from bandwall.measure.bench.store import Store, parse_run_ref
+    from bandwall.safeio import check_output, write_output
+
+    run_id = parse_run_ref(run, "run")
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
-    with Store(db) as store:
-        run = store.run(run_id)
-        rows = store.results(run_id) or store.links(run_id) or store.train(run_id)
-    emit({"run": run.__dict__, "rows": rows}, fmt == "json", fmt == "csv", rows)
+    if output:
+        check_output(output, field="output", formats=(f".{fmt}",))
+    with Store.reader(db) as store:
+        the_run = store.latest() if run_id is None else store.run(run_id)
+        rows = store.results(the_run.id) or store.links(the_run.id) or store.train(the_run.id)
+    doc = {"run": the_run.__dict__, "rows": rows}
+    if output is None:
+        emit(doc, fmt == "json", fmt == "csv", rows)
+        return
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        emit(doc, fmt == "json", fmt == "csv", rows)
+    write_output(output, text.getvalue(), field="output", formats=(f".{fmt}",))
+    err_console.print(f"wrote {output}")
 
 
 @import_app.callback()
@@ -379,24 +374,20 @@ def _import_group() -> None:
 
 
 @import_app.command("nccl-tests")
+@with_model_options(ImportNcclTests)
 def import_nccl_tests(
+    fields: dict[str, Any],
     log: Annotated[str, typer.Argument(help="nccl-tests output (stdout of *_perf), '-' = stdin.")],
-    op: Annotated[
-        str | None,
-        typer.Option(help="Collective, when the log does not say (e.g. all_gather)."),
-    ] = None,
-    ranks: Annotated[
-        int | None, typer.Option(min=1, help="Ranks, when the log has no '# Using devices'.")
-    ] = None,
-    db: Db = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the runs created.")] = False,
 ) -> None:
     """Read real nccl-tests logs (every *_perf block in them) into the results store, one run
     per block, so results/plot/calibrate/validate use them like bandwall's own runs."""
     from bandwall.measure.importers.nccl_tests import import_log
+    from bandwall.safeio import iter_lines
 
-    text = sys.stdin.read() if log == "-" else _read_text(log)
-    runs = import_log(text, source=log, db=db, op=op, ranks=ranks)
+    req = build(ImportNcclTests, log=log, **fields)
+    lines = iter_lines(req.log, field="log", max_bytes=MAX_IMPORT_BYTES)
+    runs = import_log(lines, source=req.log, db=req.db, op=req.op, ranks=req.ranks)
     if as_json:
         print_json(runs)
         return
@@ -407,12 +398,9 @@ def import_nccl_tests(
         )
 
 
-def _read_text(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError as exc:
-        raise ConfigError(f"cannot read {path!r}: {exc.strerror}", field="log") from None
+#: Largest nccl-tests log read (after decompression): a full sweep of every collective on a
+#: thousand ranks is a few MiB.
+MAX_IMPORT_BYTES = 256 << 20
 
 
 def probe_cmd(as_json: bool) -> None:
@@ -466,17 +454,11 @@ def probe_cmd(as_json: bool) -> None:
     console.print("torch.distributed: " + ", ".join(f"{k}={v}" for k, v in tr.items()))
 
 
-def monitor_cmd(
-    iface: list[str] | None,
-    interval: float,
-    count: int | None,
-    prometheus: str | None,
-    as_json: bool,
-) -> None:
+def monitor_cmd(fields: dict[str, Any], as_json: bool) -> None:
     from bandwall.measure.bench.monitor import PrometheusExporter, rates, sample
 
-    if interval <= 0:
-        raise ConfigError(f"must be positive, got {interval}", field="interval")
+    req = build(Monitor, **fields)
+    iface, interval, count, prometheus = req.iface, req.interval_s, req.count, req.prometheus
     exporter = PrometheusExporter(prometheus) if prometheus else None
     prev = sample(iface)
     n = 0
@@ -541,58 +523,26 @@ lab_app = typer.Typer(
 
 
 @lab_app.command("up")
-def lab_up_cmd(
-    hosts: Annotated[int, typer.Option(help="Hosts (one rank each).")] = 4,
-    rate: Annotated[str, typer.Option(help="Link rate of every host, e.g. 1gbit.")] = "1gbit",
-    rates: Annotated[
-        str | None, typer.Option(help="Per-host rates, e.g. 1gbit,1gbit,250mbit.")
-    ] = None,
-    name: Annotated[str, typer.Option(help="Lab name (1-8 lowercase letters/digits).")] = "lab",
-    delay: Annotated[
-        str | None,
-        typer.Option(
-            help="One-way delay between hosts, e.g. 5ms (RTT 10 ms), via a userspace delay line."
-        ),
-    ] = None,
-    jitter: Annotated[
-        str | None,
-        typer.Option(
-            help="Extra one-way delay per packet, exponential with this mean, e.g. 0.5ms."
-        ),
-    ] = None,
-    cc: Annotated[
-        str | None,
-        typer.Option(help="TCP congestion control in the lab, e.g. reno (default: the machine's)."),
-    ] = None,
-    loss: Annotated[
-        str | None,
-        typer.Option(help="Packet loss per path, e.g. 0.1% (links up to 200 Mbit/s)."),
-    ] = None,
-    spines: Annotated[
-        int | None,
-        typer.Option(help="Two leaves joined by this many ECMP spine paths (docs/lab-ecmp.md)."),
-    ] = None,
-    spine_rate: Annotated[
-        str | None, typer.Option(help="Rate of each spine path (default: --rate).")
-    ] = None,
-    layout: Annotated[
-        str | None,
-        typer.Option(help="With --spines: hosts on the leaves alternate (default) or packed."),
-    ] = None,
-) -> None:
+@with_model_options(LabUp)
+def lab_up_cmd(fields: dict[str, Any]) -> None:
     """Create N namespaces joined by links shaped with tc tbf in both directions; with
     --delay, --jitter or --loss the links run through a delay line (docs/lab.md); with
     --spines, two leaves joined by equal-cost spine paths that hash flows (docs/lab-ecmp.md)."""
-    from bandwall.errors import LabError
     from bandwall.measure.lab import lab_up
 
+    req = build(LabUp, **fields)  # every value checked before anything is created
+    name, hosts, rate, rates, cc = req.name, req.hosts, req.rate, req.rates, req.cc
+    delay, jitter, loss, spines, spine_rate = (
+        req.delay,
+        req.jitter,
+        req.loss,
+        req.spines,
+        req.spine_rate,
+    )
+    layout = req.layout
     if spines is not None:
         from bandwall.measure.lab import ecmp
 
-        other = {"rates": rates, "delay": delay, "jitter": jitter, "loss": loss}
-        for field, value in other.items():
-            if value is not None:
-                raise LabError("not available with --spines (shaped veth links only)", field=field)
         lab = ecmp.ecmp_up(
             name, hosts, spines, rate, spine_rate, layout=layout or "alternate", cc=cc
         )
@@ -604,9 +554,6 @@ def lab_up_cmd(
             f"{lab.spines} spine paths @ {lab.spine_rate_Gbps:g} Gb/s, L4 ECMP hash · tcp {lab.cc}"
         )
         return
-    for field, value in {"spine_rate": spine_rate, "layout": layout}.items():
-        if value is not None:
-            raise LabError("needs --spines", field=field)
     lab = lab_up(name, hosts, rate, rates, delay=delay, jitter=jitter, cc=cc, loss=loss)
     if lab.delay_s is None:
         latency = "link latency is not emulated (give --delay to add it)"
@@ -624,20 +571,17 @@ def lab_up_cmd(
 
 
 @lab_app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@with_model_options(LabRun)
 def lab_run_cmd(
+    fields: dict[str, Any],
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Lab name.")],
-    straggler: Annotated[
-        str | None, typer.Option(help="Delay ranks, e.g. 2:0.05 (seconds per step).")
-    ] = None,
-    timeout: Annotated[
-        float | None, typer.Option(help="Kill the run after this many seconds.")
-    ] = None,
 ) -> None:
     """Run a command once per host (after --) with RANK, WORLD_SIZE, MASTER_ADDR set."""
     from bandwall.measure.lab import lab_run
 
-    code = lab_run(name, list(ctx.args), straggler=straggler, timeout_s=timeout)
+    req = build(LabRun, name=name, **fields)
+    code = lab_run(req.name, list(ctx.args), straggler=req.straggler, timeout_s=req.timeout_s)
     if code:
         raise typer.Exit(code)
 

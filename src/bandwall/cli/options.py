@@ -7,6 +7,7 @@ which parses units and names the field in any error. Nothing here lists a field 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -18,7 +19,7 @@ from typing import Annotated, Any, Literal
 import typer
 from pydantic.fields import FieldInfo
 
-from bandwall.errors import ConfigError
+from bandwall.errors import BandwallError, ConfigError
 from bandwall.planning.request import (
     VECTOR_FIELDS,
     PlanRequest,
@@ -28,7 +29,7 @@ from bandwall.planning.request import (
     field_meta,
     make_request,
 )
-from bandwall.units import MAX_RANGE_VALUES, parse_size
+from bandwall.units import MAX_RANGE_VALUES, Range, expand_range
 
 _METAVAR = {int: "INT", float: "NUMBER", str: "TEXT"}
 
@@ -63,7 +64,9 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     text = (info.description or "").strip()
     meta = field_meta(name)
     if with_choices and meta.get("choices"):
-        text += " Choices: " + ", ".join(choices_for(str(meta["choices"]))) + "."
+        # a broken catalog overlay is reported by the command that needs it, never by --help
+        with contextlib.suppress(BandwallError):
+            text += " Choices: " + ", ".join(choices_for(str(meta["choices"]))) + "."
     ann = _base_type(info)
     enum_values = getattr(info.annotation, "__members__", None)
     if enum_values:
@@ -141,50 +144,150 @@ def request(fields: dict[str, Any], **extra: Any) -> PlanRequest:
     return make_request(**{**fields, **extra})
 
 
-def expand(name: str, text: str) -> list[Any]:
-    """A sweep option's values: 'a,b,c', a numeric range 'START:END[:xF|:+S]', or one value.
+def expand(name: str, text: str) -> Range:
+    """A sweep option's values: 'a,b,c', a numeric range 'START:END[:xF|:+S]', or one value,
+    with a note when the range stops short of its end.
 
     Range ends take the field's units (1Gbps:400Gbps:x2) or, for whole numbers, K/M suffixes
     as powers of 1024 (1k:128k:x2). The count is checked before any value is built.
     """
     text = text.strip()
     info = PlanRequest.model_fields[name]
-    numeric = _base_type(info) in (int, float) or _unit_example(info) is not None
-    if "," in text:
-        items = [t.strip() for t in text.split(",") if t.strip()]
+    base = _base_type(info)
+    numeric = base in (int, float) or _unit_example(info) is not None
+    if not numeric:
+        items = [t.strip() for t in text.split(",") if t.strip()] if "," in text else [text]
         if not items or len(items) > MAX_RANGE_VALUES:
             raise ConfigError(f"give 1 to {MAX_RANGE_VALUES:,} values", field=name)
-        return items
-    if not (numeric and ":" in text):
-        return [text]
-    parts = text.split(":")
-    if len(parts) > 3:
-        raise ConfigError(f"malformed range {text!r}; use START:END[:xFACTOR|:+STEP]", field=name)
-    integer = _base_type(info) is int
+        return Range(items)  # type: ignore[arg-type]
+    return expand_range(text, name, number_parser(name), integer=base is int)
 
-    def value(t: str) -> float:
-        if integer:
-            return float(parse_size(t, name))
-        return float(getattr(make_request(**{name: t}), name))
 
-    lo, hi = value(parts[0]), value(parts[1])
-    step = parts[2].strip() if len(parts) == 3 else "x2"
-    if hi < lo:
-        raise ConfigError(f"range end {parts[1]!r} is below its start {parts[0]!r}", field=name)
-    try:
-        amount = float(step[1:])
-    except ValueError:
-        amount = math.nan
-    if step[:1] in ("x", "*") and amount > 1 and math.isfinite(amount):
-        count = math.floor(math.log(hi / lo) / math.log(amount) + 1e-9) + 1 if lo > 0 else 0
-        values = [lo * amount**i for i in range(min(count, MAX_RANGE_VALUES + 1))]
-    elif step[:1] == "+" and amount > 0 and math.isfinite(amount):
-        count = math.floor((hi - lo) / amount + 1e-9) + 1
-        values = [lo + amount * i for i in range(min(count, MAX_RANGE_VALUES + 1))]
+def number_parser(name: str) -> Callable[[str], float]:
+    """One value of a numeric request field from text, in the field's units, by the same
+    parsers the schema uses (no cross-field rules: a range end is not a request)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from bandwall.planning.request import config_error
+    from bandwall.planning.rules import number_from_text
+
+    info = PlanRequest.model_fields[name]
+    if _unit_example(info) is None:
+        return lambda t: float(number_from_text(name, info.annotation, t))
+    adapter: TypeAdapter[Any] = TypeAdapter(info.annotation or float)
+
+    def parse(t: str) -> float:
+        try:
+            value = adapter.validate_python(t)
+        except ValidationError as exc:
+            err = config_error(exc)
+            raise ConfigError(err.reason, field=name) from None
+        if value is None or not math.isfinite(float(value)):
+            raise ConfigError(f"{t!r} is not a number", field=name)
+        return float(value)
+
+    return parse
+
+
+def expand_values(name: str, text: str) -> list[Any]:
+    """`expand`'s values; its note (a range stopping short of its end) goes to stderr."""
+    from bandwall.report.text import err_console
+
+    rng = expand(name, text)
+    if rng.note:
+        err_console.print(f"note: --{field_flag(name)}: {rng.note}", markup=False, soft_wrap=True)
+    return list(rng.values)
+
+
+MaxPoints = Annotated[
+    str | None,
+    typer.Option(
+        help="Work budget: most (grid row × layout searched) points to evaluate "
+        "[default: 1,000,000, about 15 s on two cores].",
+        show_default=False,
+    ),
+]
+
+
+def parse_max_points(text: str | None) -> int | None:
+    from bandwall.units import parse_int
+
+    return None if text is None else parse_int(text, "max_points", lo=1)
+
+
+def check_scale_work(req: PlanRequest, counts: list[int], max_points: str | None) -> None:
+    """`scale` plans each count on its own: every count is a looped combination."""
+    from bandwall.planning.budget import Work, check_work, layouts_searched
+
+    work = Work(len(counts), len(counts), layouts_searched(req), len(counts))
+    check_work(work, parse_max_points(max_points), "gpus")
+
+
+def model_parameter(model: type[Any], name: str) -> inspect.Parameter:
+    """The Typer option of one field of any request model (`bandwall.measure.requests`): the
+    flag from the `flag` metadata (plus `aliases`), the help from the field's docstring with
+    its choices and default, a --x/--no-x pair for booleans, a repeatable option for lists.
+    Values arrive as text and are parsed by the model."""
+    info: FieldInfo = model.model_fields[name]
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    flag = "--" + str(extra.get("flag") or name.replace("_", "-"))
+    aliases = [str(a) for a in extra.get("aliases") or []]  # type: ignore[union-attr]
+    text = (info.description or "").strip()
+    ann = _base_type(info)
+    if typing.get_origin(ann) is Literal:
+        text += " Choices: " + ", ".join(map(str, typing.get_args(ann))) + "."
+    if info.default is not None and ann is not bool and not info.is_required():
+        text += f" [default: {info.default}]"
+    annotation: Any
+    if ann is bool:
+        off = "--no-" + flag.removeprefix("--")
+        annotation = Annotated[
+            bool | None, typer.Option(f"{flag}/{off}", help=text, show_default=False)
+        ]
+    elif typing.get_origin(ann) is list:
+        annotation = Annotated[
+            list[str] | None, typer.Option(flag, *aliases, help=text, show_default=False)
+        ]
     else:
-        raise ConfigError(f"malformed step {step!r}; use xFACTOR (e.g. x2) or +STEP", field=name)
-    if count < 1 or count > MAX_RANGE_VALUES:
-        raise ConfigError(
-            f"range {text!r} has {count:,} values; give 1 to {MAX_RANGE_VALUES:,}", field=name
+        metavar = _METAVAR.get(ann, "TEXT")
+        annotation = Annotated[
+            str | None,
+            typer.Option(flag, *aliases, help=text, metavar=metavar, show_default=False),
+        ]
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
+
+
+def with_model_options(
+    model: type[Any],
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command taking `fields: dict` one option per field of `model` (fields marked
+    `argument` are the command's own positional arguments); the command validates with
+    `bandwall.measure.requests.build(model, **fields, ...)`."""
+    names = [
+        n
+        for n, info in model.model_fields.items()
+        if not (isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("argument"))
+    ]
+
+    def deco(fn: Callable[..., None]) -> Callable[..., None]:
+        own = [
+            p
+            for p in inspect.signature(fn, eval_str=True).parameters.values()
+            if p.name != "fields"
+        ]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
+            for k in names:
+                kwargs.pop(k, None)
+            fn(fields=fields, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+            own + [model_parameter(model, n) for n in names]
         )
-    return [round(v) if integer else v for v in values]
+        return wrapper
+
+    return deco

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from bandwall.cli.options import expand, request, with_request_options
+from bandwall.cli.options import expand_values, request, with_request_options
 from bandwall.errors import ConfigError, unknown_choice
 from bandwall.report.text import console, err_console
 
 PLOT_KINDS = ("busbw", "scaling", "breakdown", "cost", "links")
+HTML_FORMATS = (".html", ".htm")
 
 
 def _presets_list(text: str) -> list[str]:
@@ -21,20 +21,23 @@ def _presets_list(text: str) -> list[str]:
 
 
 def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
-    from bandwall.measure.bench.store import Store
+    from bandwall.measure.bench.store import Store, parse_run_ref
 
-    with Store(db) as store:
-        run = store.latest() if ref == "latest" else store.run(int(ref)) if ref.isdigit() else None
-        if run is None:
-            raise ConfigError(f"{ref!r} must be a run id or 'latest'", field="results")
+    run_id = parse_run_ref(ref)
+    with Store.reader(db) as store:
+        run = store.latest() if run_id is None else store.run(run_id)
         return run, store.results(run.id), store.links(run.id)
 
 
 def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
+    from bandwall.cli.options import check_scale_work
     from bandwall.planning.api import scale
 
-    counts = [int(v) for v in expand("gpus", gpus)]
-    return {key: scale(request(fields, preset=key, gpus=counts[0]), counts) for key in keys}
+    counts = [int(v) for v in expand_values("gpus", gpus)]
+    reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
+    for req in reqs.values():
+        check_scale_work(req, counts * len(keys), None)
+    return {key: scale(req, counts) for key, req in reqs.items()}
 
 
 @with_request_options(skip=("preset",))
@@ -52,11 +55,11 @@ def plot(
 ) -> None:
     """Draw one chart to PNG or SVG."""
     from bandwall.report import figures, plots
+    from bandwall.safeio import check_output
 
     if kind not in PLOT_KINDS:
         raise unknown_choice("kind", kind, PLOT_KINDS)
-    if not (output.endswith(".png") or output.endswith(".svg")):
-        raise ConfigError(f"{output!r} must end in .png or .svg", field="output")
+    check_output(output, field="output", formats=plots.IMAGE_FORMATS)
     req = request(fields, preset=_presets_list(presets_)[0])
     keys = _presets_list(presets_)
     if kind in ("busbw", "links") and results:
@@ -124,9 +127,11 @@ def report(
     from bandwall.measure.calibrate import nominal_rate_Gbps
     from bandwall.planning.api import compare
     from bandwall.report import html
+    from bandwall.safeio import check_output, write_output
 
     if prefer not in html.RULES:
         raise unknown_choice("prefer", prefer, html.RULES)
+    check_output(output, field="output", formats=HTML_FORMATS)
     req = request(fields, preset=_presets_list(presets_)[0])
     keys = _presets_list(presets_)
     sections = []
@@ -149,7 +154,8 @@ def report(
         sections.append(html_section(diagnose(doctor)))
     if not sections:
         raise ConfigError("nothing to report; drop --no-plan or add --results", field="report")
-    Path(output).write_text(html.render(sections, "bandwall report", notes), encoding="utf-8")
+    page = html.render(sections, "bandwall report", notes)
+    write_output(output, page.encode("utf-8"), field="output", formats=HTML_FORMATS)
     console.print(f"wrote {output}")
 
 

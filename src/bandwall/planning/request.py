@@ -88,17 +88,23 @@ def choices_for(kind: str) -> list[str]:
             *raw_rows("workloads", "models.toml", "transformer"),
             *raw_rows("workloads", "models.toml", "cnn"),
         ]
-        return [str(r["key"]) for r in rows] + ["custom"]
+        return [*_keys(rows, "key"), "custom"]
     if kind == "preset":
-        return [str(r["key"]) for r in raw_rows("planning", "presets.toml", "preset")]
+        return _keys(raw_rows("planning", "presets.toml", "preset"), "key")
     if kind == "gpu":
-        return [str(r["name"]) for r in raw_rows("catalog", "gpus.toml", "gpu")]
+        return _keys(raw_rows("catalog", "gpus.toml", "gpu"), "name")
     if kind == "provider":
-        return [str(r["key"]) for r in raw_rows("catalog", "providers.toml", "provider")]
+        return _keys(raw_rows("catalog", "providers.toml", "provider"), "key")
     tier = {"scale_up": "scale_up", "fabric": "scale_out", "wan": "wan"}[kind]
     fabrics = raw_rows("catalog", "fabrics.toml", "fabric")
-    keys = [str(r["key"]) for r in fabrics if r.get("tier") == tier]
+    keys = _keys([r for r in fabrics if r.get("tier") == tier], "key")
     return keys + (["measured:NAME"] if kind == "fabric" else [])
+
+
+def _keys(rows: list[dict[str, Any]], key: str) -> list[str]:
+    """The key of every row that has one (an overlay row without it is the catalog's error to
+    report, when a command loads the catalog; a list of choices just leaves it out)."""
+    return [str(r[key]) for r in rows if isinstance(r.get(key), str)]
 
 
 def _wrong_tier(name: str, value: str) -> None:
@@ -517,14 +523,14 @@ class PlanRequest(BaseModel):
             return ROUTING_ALIASES[value.strip().lower()]
         return value
 
-    @model_validator(mode="after")
-    def _overlap_needs_sp(self) -> PlanRequest:
-        if self.tp_comm_overlap and not self.sequence_parallel:
-            raise ConfigError(
-                "needs sequence parallelism (Megatron asserts it); drop --no-sequence-parallel",
-                field="tp_comm_overlap",
-            )
-        return self
+    @model_validator(mode="wrap")
+    @classmethod
+    def _input_layer(cls, data: Any, handler: Any) -> Any:
+        """Number strings through `bandwall.units`, then the cross-field rules
+        (`bandwall.planning.rules`: what applies to which workload, cluster and mode)."""
+        from bandwall.planning import rules
+
+        return rules.apply(cls, data, handler)
 
     @field_validator("compression")
     @classmethod

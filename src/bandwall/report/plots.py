@@ -326,11 +326,23 @@ def link_heatmap(rows: list[dict[str, Any]], world: int, title: str) -> Any:
     return fig
 
 
-def save(fig: Any, path: str) -> None:
-    if not (path.endswith(".png") or path.endswith(".svg")):
-        raise ConfigError(f"{path!r} must end in .png or .svg", field="output")
-    fig.savefig(path, dpi=120)
-    _plt().close(fig)
+#: The image formats charts are written in.
+IMAGE_FORMATS = (".png", ".svg")
+
+
+def save(fig: Any, path: str, field: str = "output") -> None:
+    """Write a chart through the one output writer: the target is checked (folder exists,
+    not a folder or device, .png or .svg), the image rendered in memory, then written
+    atomically, so a full disk or a bad path never leaves half a file."""
+    from bandwall.safeio import check_output, write_output
+
+    target = check_output(path, field=field, formats=IMAGE_FORMATS)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=target.suffix.lower().lstrip("."), dpi=120)
+    finally:
+        _plt().close(fig)
+    write_output(target, buf.getvalue(), field=field, formats=IMAGE_FORMATS)
 
 
 def png_data_uri(fig: Any) -> str:

@@ -479,10 +479,13 @@ def run_validation_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 
 def write_table(table: dict[str, np.ndarray], path: str | None) -> None:
-    """CSV to a file or stdout; Parquet when the path ends in .parquet (needs pyarrow)."""
+    """CSV to a file or stdout; Parquet when the path ends in .parquet (needs pyarrow). A file
+    goes through the one output writer (checked, then written atomically)."""
     from bandwall.errors import ConfigError
+    from bandwall.safeio import atomic_output
 
-    if path and path.endswith(".parquet"):
+    formats = (".csv", ".parquet")
+    if path and path.lower().endswith(".parquet"):
         try:
             import pyarrow as pa
             import pyarrow.parquet as pq
@@ -491,22 +494,23 @@ def write_table(table: dict[str, np.ndarray], path: str | None) -> None:
                 "Parquet needs pyarrow; pip install 'bandwall[parquet]' or write .csv",
                 field="output",
             ) from None
-        pq.write_table(pa.table({k: np.asarray(v) for k, v in table.items()}), path)
+        with atomic_output(path, field="output", formats=formats, binary=True) as fh:
+            pq.write_table(pa.table({k: np.asarray(v) for k, v in table.items()}), fh)
         return
-    try:
-        fh: Any = open(path, "w", newline="") if path else sys.stdout  # noqa: SIM115
-    except OSError as exc:
-        raise ConfigError(f"cannot write {path!r}: {exc.strerror}", field="output") from None
-    try:
-        writer = csv.writer(fh)
-        keys = list(table)
-        writer.writerow(keys)
-        cols = [np.asarray(table[k]) for k in keys]
-        for i in range(len(cols[0]) if cols else 0):
-            writer.writerow([_cell(c[i]) for c in cols])
-    finally:
-        if path:
-            fh.close()
+    if path:
+        with atomic_output(path, field="output", formats=formats) as fh:
+            _write_csv(table, fh)
+        return
+    _write_csv(table, sys.stdout)
+
+
+def _write_csv(table: dict[str, np.ndarray], fh: Any) -> None:
+    writer = csv.writer(fh)
+    keys = list(table)
+    writer.writerow(keys)
+    cols = [np.asarray(table[k]) for k in keys]
+    for i in range(len(cols[0]) if cols else 0):
+        writer.writerow([_cell(c[i]) for c in cols])
 
 
 def _cell(value: Any) -> str:

@@ -1,26 +1,42 @@
 """FastAPI app: /api/plan, /api/compare, /api/collective, /api/results, /api/schema and the page.
 
 Bad input answers 422 naming the field (Pydantic's own errors, and bandwall's one-line errors
-mapped to the field they name), never 500. Before any route sees a request, `RequestGuard`
-checks the API token (when the server has one), refuses bodies over `MAX_BODY_BYTES` (413)
-and JSON that Python's parser would accept but that is not JSON (NaN, Infinity, 1e999, lone
-surrogates: 422), so no handler ever holds a value it cannot answer with. A results database
-that cannot be read answers 503 with one line naming the file. Swagger/ReDoc pages are off
-because they load assets from a CDN; the schema itself is at /openapi.json.
+mapped to the field they name), never 500. Before any route sees a request, `RequestGuard`:
+
+- refuses a Host header that is not this machine's loopback name while the server has no
+  token (DNS rebinding: a page on evil.example resolving to 127.0.0.1 must not read stored
+  runs through the visitor's browser): 421;
+- checks the API token (when the server has one): 401;
+- refuses query parameters no route takes, and a page address (`/?gpus=...`) whose values
+  are not a valid plan request, naming the parameter: 422;
+- refuses bodies over `MAX_BODY_BYTES` (413) and JSON that Python's parser would accept but
+  that is not JSON (NaN, Infinity, 1e999, lone surrogates: 422), so no handler ever holds a
+  value it cannot answer with.
+
+Heavy routes (plan, compare, collective, charts) run in a bounded worker pool (`WorkPool`)
+with a short queue; when it is full they answer 503 with Retry-After at once, and light
+routes (models, presets, results, the page) keep answering within a second under load. A
+results database that cannot be read answers 503 with one line naming the file, the home
+folder written as ~ (no error shows where a user's files are). /docs is FastAPI's own
+Swagger UI (its assets come from the jsDelivr CDN); the schema itself is at /openapi.json.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path as FilePath
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import FastAPI, HTTPException, Path, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +56,53 @@ MAX_BODY_BYTES = 64 * 1024
 MAX_INT_DIGITS = 40
 #: Most message sizes one /api/collective call prices (each is a row of the answer).
 MAX_COLLECTIVE_SIZES = 1024
+#: Heavy requests computed at once, and how many more may wait for a worker before the
+#: server answers 503: two workers keep one core for the light routes on a 2-core machine.
+HEAVY_WORKERS = max(1, min(4, (os.cpu_count() or 2) // 2))
+HEAVY_QUEUE = 8
+#: Seconds a client is told to wait (Retry-After) when the heavy queue is full.
+RETRY_AFTER_S = 2
+#: Host names a server without a token answers to: this machine's loopback names only.
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+#: Query parameters the page (`/`) takes besides the plan request's fields.
+PAGE_PARAMS = ("token",)
+
+_T = TypeVar("_T")
+
+
+def private(text: str) -> str:
+    """`text` with the user's home folder written as ~ (web answers never show it)."""
+    home = str(FilePath.home())
+    return text.replace(home, "~") if home not in ("/", "") else text
+
+
+class WorkPool:
+    """A bounded pool for heavy requests: `workers` run at once, `queue` more wait, the rest
+    are refused at once (503 + Retry-After) instead of piling onto the shared thread pool
+    that also serves the light routes. Counts are kept on the event loop (no lock needed)."""
+
+    def __init__(self, workers: int = HEAVY_WORKERS, queue: int = HEAVY_QUEUE) -> None:
+        import anyio
+
+        self.limiter = anyio.CapacityLimiter(workers)
+        self.capacity = workers + queue
+        self.pending = 0
+
+    async def run(self, fn: Callable[[], _T]) -> _T:
+        import anyio.to_thread
+
+        if self.pending >= self.capacity:
+            raise HTTPException(
+                status_code=503,
+                detail=f"busy: {self.pending} heavy requests running or queued; retry in "
+                f"{RETRY_AFTER_S} s",
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
+        self.pending += 1
+        try:
+            return await anyio.to_thread.run_sync(fn, limiter=self.limiter)
+        finally:
+            self.pending -= 1
 
 
 class PlanBody(PlanRequest):
@@ -77,7 +140,59 @@ def _detail(loc: list[str], msg: str, kind: str) -> dict[str, Any]:
 def _error_response(exc: BandwallError) -> JSONResponse:
     """422 with the field the error names in `loc`, as FastAPI reports its own validation."""
     loc = ["body", exc.field] if exc.field else ["body"]
-    return JSONResponse(status_code=422, content=_detail(loc, str(exc), "value_error"))
+    return JSONResponse(status_code=422, content=_detail(loc, private(str(exc)), "value_error"))
+
+
+def _host_allowed(host: str) -> bool:
+    """Whether a Host header names this machine's loopback (with or without a port)."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name.split("]", 1)[0] + "]"
+    elif name.count(":") == 1:
+        name = name.split(":", 1)[0]
+    if name in LOOPBACK_HOSTS or name.rstrip(".") == "localhost":
+        return True
+    parts = name.split(".")
+    return len(parts) == 4 and parts[0] == "127" and all(p.isascii() and p.isdigit() for p in parts)
+
+
+def query_error(path: str, query: str) -> dict[str, Any] | None:
+    """Why a request's query string is refused (a 422 body naming the parameter), or None.
+
+    No API route takes query parameters; the page takes a plan request's fields (the form
+    restores them) and `token`. A page address that is not a valid plan request is refused
+    here, so `?preset=ai-factory` is an error naming `preset`, not a form silently planning
+    something else."""
+    if not query or path.startswith("/static/") or path in ("/docs", "/openapi.json"):
+        return None
+    try:
+        pairs = urllib.parse.parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+    except ValueError:
+        return _detail(["query"], "malformed query string", "value_error")
+    seen: dict[str, str] = {}
+    for key, value in pairs:
+        if key in seen:
+            return _detail(["query", key], "given twice", "value_error")
+        seen[key] = value
+    if path != "/":
+        key = next(iter(seen), "")
+        return _detail(["query", key], "this route takes no query parameters", "extra_forbidden")
+    from bandwall.planning.request import make_request
+
+    fields = {k: v for k, v in seen.items() if k not in PAGE_PARAMS}
+    for key in fields:
+        if key not in PlanRequest.model_fields:
+            return _detail(
+                ["query", key],
+                "unknown parameter; the page takes plan request fields (GET /api/schema)",
+                "extra_forbidden",
+            )
+    try:
+        make_request(**{k: v for k, v in fields.items() if v != ""})
+    except BandwallError as exc:
+        loc = ["query", exc.field] if exc.field else ["query"]
+        return _detail(loc, private(str(exc)), "value_error")
+    return None
 
 
 def strict_json_error(body: bytes) -> str | None:
@@ -116,10 +231,18 @@ def strict_json_error(body: bytes) -> str | None:
 class RequestGuard:
     """ASGI middleware: API token, body size limit and strict JSON, before any route runs."""
 
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        max_body_bytes: int,
+        allowed_hosts: tuple[str, ...] = (),
+    ) -> None:
         self.app = app
         self.token = token
         self.max_body_bytes = max_body_bytes
+        self.allowed_hosts = tuple(h.lower() for h in allowed_hosts)
 
     async def _answer(self, send: Send, status: int, content: Any, **headers: str) -> None:
         body = json.dumps(content).encode()
@@ -145,6 +268,18 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+        if self.token is None and not (_host_allowed(host) or host.lower() in self.allowed_hosts):
+            await self._answer(
+                send,
+                421,
+                {
+                    "detail": f"Host {host[:64]!r} is not this machine's loopback name; open "
+                    "the dashboard at http://127.0.0.1:PORT/ (a server bound beyond loopback "
+                    "needs --allow-remote and its token)"
+                },
+            )
+            return
         if not self._authorized(scope):
             await self._answer(
                 send,
@@ -152,6 +287,12 @@ class RequestGuard:
                 {"detail": "this dashboard needs its token: open the URL `bandwall serve` printed"},
                 **{"WWW-Authenticate": "Bearer"},
             )
+            return
+        refused = query_error(
+            str(scope.get("path", "")), scope.get("query_string", b"").decode("latin-1")
+        )
+        if refused is not None:
+            await self._answer(send, 422, refused)
             return
         headers = dict(scope.get("headers") or [])
         too_big = {"detail": f"request body over {self.max_body_bytes:,} bytes"}
@@ -213,10 +354,10 @@ def open_store(db: str | None) -> Iterator[Store]:
         line = " ".join(reason.split())
         if path not in line:
             line = f"results database {path!r}: {line}"
-        return StoreUnavailable(status_code=503, detail=line)
+        return StoreUnavailable(status_code=503, detail=private(line))
 
     try:
-        store = Store(db)
+        store = Store.reader(db)
     except BandwallError as exc:
         raise unavailable(exc.reason) from None
     except (sqlite3.Error, OSError) as exc:
@@ -234,25 +375,54 @@ def open_store(db: str | None) -> Iterator[Store]:
 
 
 def create_app(
-    db: str | None = None, *, token: str | None = None, max_body_bytes: int = MAX_BODY_BYTES
+    db: str | None = None,
+    *,
+    token: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    allowed_hosts: tuple[str, ...] = (),
+    pool: WorkPool | None = None,
 ) -> FastAPI:
     """The dashboard and its API. With `token`, every /api/ call and /openapi.json needs
-    ``Authorization: Bearer TOKEN`` (the page reads it from the URL `serve` prints)."""
+    ``Authorization: Bearer TOKEN`` (the page reads it from the URL `serve` prints); without
+    one, only loopback Host names (and `allowed_hosts`) are answered."""
     app = FastAPI(
         title="bandwall",
         version=__version__,
-        docs_url=None,
+        docs_url="/docs",
         redoc_url=None,
         description="Plan, compare and inspect the bandwidth wall of distributed "
         "training. Every number carries the assumptions behind it.",
     )
-    app.add_middleware(RequestGuard, token=token, max_body_bytes=max_body_bytes)
+    app.add_middleware(
+        RequestGuard, token=token, max_body_bytes=max_body_bytes, allowed_hosts=allowed_hosts
+    )
+    work = pool or WorkPool()
+    busy: dict[int | str, dict[str, Any]] = {
+        503: {"description": "Every heavy worker is busy and the queue is full (Retry-After)"}
+    }
     static = resources.files("bandwall.web").joinpath("static")
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
 
     @app.exception_handler(BandwallError)
     async def _bandwall_error(_: Request, exc: BandwallError) -> JSONResponse:
         return _error_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        """FastAPI's own 422, with non-finite inputs (a JSON 1e999 reads as inf) as null:
+        JSON cannot carry them, and the default handler would fail with a 500."""
+        from fastapi.encoders import jsonable_encoder
+
+        return JSONResponse(
+            status_code=422, content={"detail": json_safe(jsonable_encoder(exc.errors()))}
+        )
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, exc: HTTPException) -> JSONResponse:
+        detail = private(exc.detail) if isinstance(exc.detail, str) else exc.detail
+        return JSONResponse(
+            status_code=exc.status_code, content={"detail": detail}, headers=exc.headers
+        )
 
     def ok(data: Any) -> JSONResponse:
         return JSONResponse(content=json_safe(data))
@@ -267,13 +437,25 @@ def create_app(
 
         return ok(form_schema())
 
-    @app.post("/api/plan", summary="Plan one training job")
+    def heavy(fn: Callable[..., JSONResponse | Response]) -> Callable[..., Any]:
+        """Run a route's body in the bounded pool (the signature FastAPI reads is kept)."""
+        import functools
+
+        @functools.wraps(fn)
+        async def route(*args: Any, **kwargs: Any) -> JSONResponse | Response:
+            return await work.run(lambda: fn(*args, **kwargs))
+
+        return route
+
+    @app.post("/api/plan", summary="Plan one training job", responses=busy)
+    @heavy
     def api_plan(q: PlanBody) -> JSONResponse:
         from bandwall.planning.api import plan
 
         return ok(plan(q).to_json())
 
-    @app.post("/api/compare", summary="The same job on several presets")
+    @app.post("/api/compare", summary="The same job on several presets", responses=busy)
+    @heavy
     def api_compare(q: CompareQuery) -> JSONResponse:
         from bandwall.planning.api import compare
         from bandwall.planning.presets import presets
@@ -281,7 +463,8 @@ def create_app(
         keys = q.presets or list(presets())
         return ok([p.to_json() for p in compare(q.plan, keys)])
 
-    @app.post("/api/collective", summary="The collective cost model over sizes")
+    @app.post("/api/collective", summary="The collective cost model over sizes", responses=busy)
+    @heavy
     def api_collective(q: CollectiveQuery) -> JSONResponse:
         import numpy as np
 
@@ -325,6 +508,9 @@ def create_app(
     store_errors: dict[int | str, dict[str, Any]] = {
         503: {"description": "The results database cannot be read (one line naming the file)"}
     }
+    chart_errors: dict[int | str, dict[str, Any]] = {
+        503: {"description": "The database cannot be read, or every heavy worker is busy"}
+    }
 
     @app.get("/api/results", summary="Stored bench runs", responses=store_errors)
     def api_results() -> JSONResponse:
@@ -357,8 +543,9 @@ def create_app(
         "/api/results/{run_id}/busbw.png",
         summary="busbw chart of a stored run",
         response_class=Response,
-        responses=store_errors,
+        responses=chart_errors,
     )
+    @heavy
     def api_result_chart(run_id: Annotated[int, Path(ge=1, le=2**62)]) -> Response:
         from bandwall.measure.calibrate import nominal_rate_Gbps
         from bandwall.report import figures, plots

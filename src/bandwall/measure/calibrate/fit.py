@@ -34,7 +34,7 @@ import numpy as np
 from bandwall.catalog import FabricSpec
 from bandwall.catalog.loader import check_profile_name, profile_dir
 from bandwall.errors import ConfigError
-from bandwall.measure.bench.store import Run, Store
+from bandwall.measure.bench.store import Run, Store, parse_run_ref
 from bandwall.model.collectives import (
     Algo,
     Op,
@@ -66,20 +66,78 @@ P10_P90_SIGMAS = 2 * 1.2815515655446004
 def load_run(ref: str, db: str | None) -> tuple[Run, list[dict[str, Any]]]:
     """A stored run by id ('latest' for the newest) or a `results export` JSON file."""
     path = Path(ref)
-    if not ref.isdigit() and ref != "latest" and path.is_file():
-        data = json.loads(path.read_text())
-        run = Run(**data["run"])
-        return run, list(data["rows"])
-    with Store(db) as store:
-        if ref == "latest":
-            run = store.latest("collectives")
-        elif ref.isdigit():
-            run = store.run(int(ref))
-        else:
-            raise ConfigError(
-                f"{ref!r} is neither a run id, 'latest' nor a JSON export file", field="results"
-            )
+    if ref != "latest" and not (ref.isascii() and ref.isdigit()) and path.exists():
+        return load_export(path)
+    try:
+        run_id = parse_run_ref(ref)
+    except ConfigError:
+        raise ConfigError(
+            f"{ref[:60]!r} is neither a run id, 'latest' nor a JSON export file", field="results"
+        ) from None
+    with Store.reader(db) as store:
+        run = store.latest("collectives") if run_id is None else store.run(run_id)
         return run, store.results(run.id)
+
+
+#: Largest `results export` JSON read back (a run of 10,000 sizes is about 5 MiB).
+MAX_EXPORT_BYTES = 64 << 20
+#: Deepest nesting of an export JSON (it has 3 levels; a deep one is an attack on the parser).
+MAX_EXPORT_DEPTH = 32
+
+
+def load_export(path: Path) -> tuple[Run, list[dict[str, Any]]]:
+    """A `results export` JSON file: read bounded through safeio, its nesting capped before
+    parsing, the run and every row checked as the store checks its own."""
+    from bandwall.measure.bench.store import check_value
+    from bandwall.safeio import read_bytes
+
+    raw = read_bytes(path, field="results", max_bytes=MAX_EXPORT_BYTES)
+    depth = deepest = 0
+    for byte in raw:  # brackets inside strings count too: a generous, linear bound
+        if byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    if deepest > MAX_EXPORT_DEPTH:
+        raise ConfigError(
+            f"{str(path)!r}: JSON nested {deepest} deep; an export is 3", field="results"
+        )
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise ConfigError(
+            f"{str(path)!r} is not a JSON export (bandwall results export RUN)", field="results"
+        ) from None
+    if not (isinstance(data, dict) and isinstance(data.get("run"), dict)):
+        raise ConfigError(f"{str(path)!r} has no 'run' object", field="results")
+    if not isinstance(data.get("rows"), list):
+        raise ConfigError(f"{str(path)!r} has no 'rows' list", field="results")
+    info = data["run"]
+    try:
+        run = Run(**{k: info[k] for k in Run.__dataclass_fields__})
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"{str(path)!r}: 'run' lacks the fields {', '.join(Run.__dataclass_fields__)}",
+            field="results",
+        ) from None
+    if not isinstance(run.world_size, int) or not 1 <= run.world_size <= 1 << 24:
+        raise ConfigError(f"{str(path)!r}: run.world_size is not a rank count", field="results")
+    if not isinstance(run.host, dict) or not isinstance(run.backend, str):
+        raise ConfigError(f"{str(path)!r}: run.host or run.backend is malformed", field="results")
+    rows = []
+    for i, row in enumerate(data["rows"], 1):
+        if not isinstance(row, dict):
+            raise ConfigError(f"{str(path)!r}: row {i} is not an object", field="results")
+        for col in ("op", "size_bytes", "time_median_s"):
+            problem = check_value(col, row.get(col))
+            if problem:
+                raise ConfigError(
+                    f"{str(path)!r}: row {i}: {col} is {row.get(col)!r:.40}, {problem}",
+                    field="results",
+                )
+        rows.append(row)
+    return run, rows
 
 
 def nominal_rate_Gbps(run: Run) -> float | None:
@@ -105,8 +163,9 @@ def _coefficients(
     if backend == "gloo" and algo is Algo.RING and op in (Op.ALL_REDUCE, Op.REDUCE_SCATTER):
         (L2, F2), (L, F) = gloo_ring_branches(sizes, float(n))
         return L, F, L2, F2
-    unit_alpha = _single_level(Link("a", bandwidth_Bps=np.inf, latency_s=1.0), backend)
-    unit_beta = _single_level(Link("b", bandwidth_Bps=1.0, latency_s=0.0), backend)
+    # named as calibrated links are: the fit's α and β absorb the per-call overheads
+    unit_alpha = _single_level(Link("measured:a", bandwidth_Bps=np.inf, latency_s=1.0), backend)
+    unit_beta = _single_level(Link("measured:b", bandwidth_Bps=1.0, latency_s=0.0), backend)
     L = np.asarray(collective_time_s(op, algo, sizes, n, unit_alpha))
     F = np.asarray(collective_time_s(op, algo, sizes, n, unit_beta))
     return L, F, L, F
@@ -220,7 +279,51 @@ def _side_steps(
     return alpha, np.where(other, alt[0], L)
 
 
+def _usable(rows: list[dict[str, Any]], world: int) -> None:
+    """Rows a fit or a validation can use: a known collective, and communication at all."""
+    if not isinstance(world, int) or world < 2:
+        raise ConfigError(
+            f"the run has {world!r} rank(s); a fit needs a run of 2 or more", field="results"
+        )
+    known = {o.value for o in Op}
+    for i, r in enumerate(rows, 1):
+        if r.get("op") not in known:
+            raise ConfigError(
+                f"row {i}: op {r.get('op')!r:.40} is not a collective bandwall models "
+                f"({', '.join(sorted(known))})",
+                field="results",
+            )
+
+
 def fit_run(
+    rows: list[dict[str, Any]],
+    world: int,
+    min_size: int = DEFAULT_MIN_SIZE,
+    *,
+    backend: str = "gloo",
+) -> dict[str, Any]:
+    """`_fit_run`, with a numerical failure (singular or degenerate rows) as one line."""
+    _usable(rows, world)
+    try:
+        with np.errstate(all="ignore"):
+            fit = _fit_run(rows, world, min_size, backend=backend)
+    except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError, ValueError) as exc:
+        raise ConfigError(
+            f"the rows cannot be fitted ({type(exc).__name__}: {exc}); check the run with "
+            "bandwall results show",
+            field="results",
+        ) from None
+    numbers = [fit["latency_s"], fit["r2"], fit["median_abs_error"], fit["max_abs_error"]]
+    if not all(math.isfinite(v) for v in numbers):
+        raise ConfigError(
+            "the rows do not determine latency and bandwidth (the fit is not finite); "
+            "measure more sizes",
+            field="results",
+        )
+    return fit
+
+
+def _fit_run(
     rows: list[dict[str, Any]],
     world: int,
     min_size: int = DEFAULT_MIN_SIZE,
@@ -303,6 +406,12 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
     """Write the fit as a fabric TOML the catalog reads as `measured:NAME`."""
     check_profile_name(name)
     measured_Gbps = fit["bandwidth_Bps"] * 8 / GB
+    if not (math.isfinite(measured_Gbps) and measured_Gbps > 0):
+        raise ConfigError(
+            "the rows do not determine a bandwidth (the fit found time independent of size); "
+            "measure larger sizes or lower --min-size",
+            field="results",
+        )
     rate = nominal_Gbps or measured_Gbps
     eff = min(measured_Gbps / rate, 1.0)
     tcp = run.backend == "gloo"
@@ -341,9 +450,16 @@ def save_profile(name: str, fit: dict[str, Any], run: Run, nominal_Gbps: float |
         f"as_of = {dt.date.today().isoformat()}",
         f"notes = {q('all fitted parameters are applied by the model')}",
     ]
+    from bandwall.safeio import write_output
+
     path = profile_dir() / f"{name}.toml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create {str(path.parent)!r}: {exc.strerror}", field="name"
+        ) from None
+    write_output(path, "\n".join(lines) + "\n", field="name", formats=(".toml",))
     return path
 
 
@@ -355,6 +471,7 @@ def validate_run(
     min_size: int = DEFAULT_MIN_SIZE,
 ) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Predicted against measured time for every row, at the run's own link rate."""
+    _usable(rows, run.world_size)
     link = Link.from_fabric(fabric)
     if bandwidth_Gbps is not None:
         link = link.with_overrides(bandwidth_Bps=bandwidth_Gbps * GB / 8)

@@ -115,7 +115,7 @@ def infer_request(row: dict[str, Any]) -> InferRequest:
     concurrency is searched (trtllm-bench and MLPerf offline run at their best)."""
     fields: dict[str, Any] = {k: row[k] for k in _REQUEST_FIELDS if k in row}
     tp, pp = int(row.get("tp", 1)), int(row.get("pp", 1))
-    fields |= {"tp": tp, "pp": pp, "failures": False}
+    fields |= {"tp": tp, "pp": pp}
     fields.setdefault("model", "custom")
     fields.setdefault("gpus", tp * pp)
     if fields["model"] == "custom":

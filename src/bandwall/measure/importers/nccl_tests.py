@@ -16,7 +16,9 @@ alltoall, 1 for the rest (doc/PERFORMANCE.md). Ambiguity is an error that says w
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +93,7 @@ class Row:
     root: int | None
     out_of_place: Side | None
     in_place: Side | None
+    line: int = 0
 
 
 @dataclass
@@ -112,10 +115,25 @@ class Block:
         return [s for r in self.rows for s in (r.out_of_place, r.in_place) if s is not None]
 
 
+_NUMBER = re.compile(
+    r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,3})?$|^[+-]?(?:nan|inf)$", re.I
+)
+
+
 def _num(token: str) -> float | None:
+    """A number cell: ASCII, at most 32 characters (nan and inf are read, then refused with
+    their line by `check_rows`)."""
     if token.upper() in ("N/A", "NA", "-"):
         return None
+    if len(token) > 32 or not _NUMBER.match(token):
+        raise ValueError(f"not a number: {token[:32]!r}")
     return float(token)
+
+
+def _int(token: str) -> int:
+    if not (token.isascii() and token.isdigit()) or len(token) > 19:
+        raise ValueError(f"not a whole number: {token[:32]!r}")
+    return int(token)
 
 
 def _header_columns(text: str) -> list[str] | None:
@@ -125,9 +143,9 @@ def _header_columns(text: str) -> list[str] | None:
     return None
 
 
-def _parse_row(columns: list[str], text: str) -> Row | None:
+def _parse_row(columns: list[str], text: str, line: int = 0) -> Row | None:
     tokens = text.split()
-    if not tokens or not tokens[0].isdigit():
+    if not tokens or not (tokens[0].isascii() and tokens[0].isdigit()):
         return None
     if "timestamp" in columns:  # a date and a time replace the one label
         columns = [c for c in columns if c != "timestamp"]
@@ -161,24 +179,27 @@ def _parse_row(columns: list[str], text: str) -> Row | None:
         while len(sides) < 2:
             sides.append(None)
         return Row(
-            size_bytes=int(fixed["size"]),
-            count=int(fixed["count"]),
-            type=fixed.get("type", "float"),
+            size_bytes=_int(fixed["size"]),
+            count=_int(fixed["count"]),
+            type=fixed.get("type", "float")[:32],
             redop=fixed.get("redop"),
-            root=int(fixed["root"]) if "root" in fixed else None,
+            root=int(_num(fixed["root"]) or 0) if "root" in fixed else None,
             out_of_place=sides[0] if sides[0] and sides[0].time_us is not None else None,
             in_place=sides[1] if sides[1] and sides[1].time_us is not None else None,
+            line=line,
         )
     except (ValueError, KeyError, StopIteration):
         return None
 
 
-def parse_log(text: str) -> list[Block]:
-    """Every result block in a log, with what the lines around it say."""
+def parse_log(text: str | Iterable[str]) -> list[Block]:
+    """Every result block in a log (its text, or its lines as `safeio.iter_lines` streams
+    them: bounded, long lines cut), with what the lines around it say."""
     blocks: list[Block] = []
     pending: dict[str, Any] = {"ranks": [], "meta": {}, "binary": None, "from": None}
     current: Block | None = None
-    for number, raw in enumerate(text.splitlines(), 1):
+    lines = text.splitlines() if isinstance(text, str) else text
+    for number, raw in enumerate(lines, 1):
         line = _PREFIX.sub("", raw).rstrip()
         stripped = line.strip()
         if not stripped:
@@ -244,7 +265,7 @@ def parse_log(text: str) -> list[Block]:
             current = None
             pending = {"ranks": [], "meta": {}, "binary": None, "from": None}
             continue
-        row = _parse_row(current.columns, stripped)
+        row = _parse_row(current.columns, stripped, number)
         if row is not None:
             current.rows.append(row)
     return [b for b in blocks if b.rows]
@@ -340,9 +361,13 @@ def resolve(block: Block, op: str | None, ranks: int | None) -> tuple[Op, int, s
     return chosen, world, origin
 
 
-def store_rows(block: Block, op: Op, world: int) -> list[dict[str, Any]]:
+def store_rows(block: Block, op: Op, world: int, source: str = "log") -> list[dict[str, Any]]:
     """Result rows in the store's schema. nccl-tests prints the mean time, so the median and
-    percentiles all hold it; algbw is recomputed from size / time, busbw with the bus factor."""
+    percentiles all hold it; algbw is recomputed from size / time, busbw with the bus factor.
+    A row the store could not hold (a time that is not a positive finite number, a negative
+    bandwidth) is refused naming its line: nothing of the log is stored."""
+    from bandwall.measure.bench.store import check_value
+
     out = []
     factor = float(busbw_factor(op, world))
     iters = int(block.meta.get("iters", 0))
@@ -354,36 +379,54 @@ def store_rows(block: Block, op: Op, world: int) -> list[dict[str, Any]]:
                 continue
             t = s.time_us * 1e-6
             algbw = r.size_bytes / t / 1e9 if t > 0 else float(s.algbw_GBps or 0.0)
-            out.append(
-                {
-                    "op": op.value,
-                    "size_bytes": r.size_bytes,
-                    "count": count,
-                    "dtype": dtype,
-                    "inplace": inplace,
-                    "iters": iters,
-                    "time_p10_s": t,
-                    "time_median_s": t,
-                    "time_p90_s": t,
-                    "time_p99_s": t,
-                    "time_min_s": t,
-                    "algbw_GBps": algbw,
-                    "busbw_GBps": algbw * factor,
-                    "wrong": int(s.wrong or 0),
-                }
-            )
+            for name, value in (("algbw", s.algbw_GBps), ("busbw", s.busbw_GBps)):
+                if value is not None and not (math.isfinite(value) and value >= 0):
+                    raise ConfigError(
+                        f"{source} line {r.line}: {name} {value:g} is not a bandwidth "
+                        "(a finite number >= 0)",
+                        field="log",
+                    )
+            row = {
+                "op": op.value,
+                "size_bytes": r.size_bytes,
+                "count": count,
+                "dtype": dtype,
+                "inplace": inplace,
+                "iters": iters,
+                "time_p10_s": t,
+                "time_median_s": t,
+                "time_p90_s": t,
+                "time_p99_s": t,
+                "time_min_s": t,
+                "algbw_GBps": algbw,
+                "busbw_GBps": algbw * factor,
+                "wrong": int(s.wrong or 0) if math.isfinite(s.wrong or 0) else -1,
+            }
+            for col in ("size_bytes", "time_median_s", "algbw_GBps", "wrong"):
+                problem = check_value(col, row[col])
+                if problem:
+                    what = {"time_median_s": "time (us)", "algbw_GBps": "algbw (size / time)"}
+                    shown = s.time_us if col == "time_median_s" else row[col]
+                    raise ConfigError(
+                        f"{source} line {r.line}: {what.get(col, col)} {shown!r:.32} is "
+                        f"{problem}; nothing was imported",
+                        field="log",
+                    )
+            out.append(row)
     return out
 
 
 def import_log(
-    text: str,
+    text: str | Iterable[str],
     source: str,
     db: str | None = None,
     op: str | None = None,
     ranks: int | None = None,
 ) -> list[dict[str, Any]]:
     """Store every block of a log as one run; returns a summary per run created. All blocks
-    are resolved before anything is written, so a log that needs --op stores nothing."""
+    are resolved and every row checked before anything is written, and everything is written
+    in one transaction: a log that needs --op, holds a bad row, or is interrupted stores
+    nothing."""
     from bandwall.measure.bench.store import Store
 
     blocks = parse_log(text)
@@ -394,10 +437,11 @@ def import_log(
             field="log",
         )
     plans = [(b, *resolve(b, op, ranks)) for b in blocks]
+    rows_of = [store_rows(b, chosen, world, source) for b, chosen, world, _ in plans]
     out = []
-    with Store(db) as store:
+    with Store(db) as store, store.transaction():
         for i, (block, chosen, world, origin) in enumerate(plans):
-            rows = store_rows(block, chosen, world)
+            rows = rows_of[i]
             hosts = sorted({r["hostname"] for r in block.ranks})
             run_id = store.start_run(
                 "collectives",

@@ -133,7 +133,9 @@ def nccl_options(op: Op, n: FloatArray, topo: Topology) -> list[Option]:
                 chunk_eff=_chunk_eff(c),
                 fill_bytes=(
                     None
-                    if c.exec_channels is None or not overheads.PIPELINE_FILL_BYTES
+                    if c.exec_channels is None
+                    or not overheads.PIPELINE_FILL_BYTES
+                    or overheads.measured(topo)
                     else c.exec_channels * overheads.PIPELINE_FILL_BYTES
                 ),
                 ladder_bound=c.ladder_bound,
