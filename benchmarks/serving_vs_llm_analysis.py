@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from _peers import available
 from bandwall.planning.infer import (
     error_summary,
     holdout,
@@ -104,6 +105,7 @@ def _llm_analysis(row: dict[str, Any], tmp: Path) -> float | None:
 
 
 def compare() -> None:
+    available()
     ours = {r["id"]: r for r in validate_serving()}
     errs: dict[str, list[float]] = {"bandwall": [], "llm-analysis": []}
     print(
