@@ -1,4 +1,6 @@
-"""The `bandwall` command line: a thin shell over the library (parse, call, render).
+"""The planning and catalog commands: a thin shell over the library (parse, call, render).
+
+The root group (`bandwall.cli.root`) imports this module only when one of them runs.
 
 Errors a user can cause print one line on stderr naming the option (`--tp: ...`) and exit 2.
 Heavy modules (numpy, the model, torch, matplotlib, FastAPI) are imported inside the commands
@@ -7,49 +9,21 @@ that need them, so `bandwall --help` stays fast.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
-from typer.exceptions import TyperException
 
-from bandwall import __version__
-from bandwall.cli import doctor, measure, show
-from bandwall.cli import infer as infer_cli
 from bandwall.cli.options import expand, request, with_request_options
 from bandwall.cli.output import CsvOption, JsonOption
-from bandwall.errors import BandwallError, ConfigError, unknown_choice
+from bandwall.cli.root import app, error_line, main
+from bandwall.errors import ConfigError, unknown_choice
 from bandwall.report.text import console, emit, err_console, print_json
 
-app = typer.Typer(
-    name="bandwall",
-    help="Find and price the bandwidth wall of distributed deep-learning training.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+__all__ = ["app", "error_line", "main"]
 
 CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures", "perf", "power")
 
 
-def _version(value: bool) -> None:
-    if value:
-        console.print(f"bandwall {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-) -> None:
-    """Find and price the bandwidth wall of distributed deep-learning training."""
-
-
-@app.command()
 def catalog(
     kind: Annotated[
         str, typer.Argument(help="gpus, fabrics, providers or failures (default: all).")
@@ -107,7 +81,6 @@ def _check_ranks(text: str) -> list[int]:
     return values
 
 
-@app.command()
 def collective(
     op: Annotated[
         str,
@@ -250,7 +223,6 @@ def collective(
     console.print(collective_table(rows, title))
 
 
-@app.command()
 @with_request_options()
 def plan(
     fields: dict[str, Any],
@@ -281,7 +253,6 @@ def _split(text: str, field: str) -> list[str]:
     return items
 
 
-@app.command()
 @with_request_options(skip=("preset",))
 def compare(
     fields: dict[str, Any],
@@ -318,7 +289,6 @@ def compare(
         console.print(table)
 
 
-@app.command()
 @with_request_options(multi=True)
 def sweep(
     fields: dict[str, Any],
@@ -347,7 +317,6 @@ def sweep(
         err_console.print(f"wrote {n:,} rows to {output}")
 
 
-@app.command()
 @with_request_options(skip=("gpus",))
 def scale(
     fields: dict[str, Any],
@@ -370,7 +339,6 @@ def scale(
         console.print(table)
 
 
-@app.command()
 def validate(
     results: Annotated[
         str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
@@ -443,7 +411,6 @@ def validate(
     )
 
 
-@app.command()
 @with_request_options()
 def calibrate(
     fields: dict[str, Any],
@@ -502,7 +469,6 @@ def calibrate(
     console.print(f"saved {path}: use --fabric measured:{name}")
 
 
-@app.command()
 def models(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     """List the built-in workloads with derived parameter counts and FLOPs."""
     from bandwall.report.tables import models_table
@@ -527,7 +493,6 @@ def models(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     console.print(models_table(rows))
 
 
-@app.command("presets")
 def presets_cmd(
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
@@ -542,25 +507,13 @@ def presets_cmd(
     console.print(presets_table(rows))
 
 
-app.add_typer(measure.bench_app, name="bench")
-app.add_typer(measure.launch_app, name="launch")
-app.add_typer(measure.results_app, name="results")
-app.add_typer(measure.import_app, name="import")
-app.add_typer(measure.lab_app, name="lab")
-app.command("infer")(infer_cli.infer)
-app.command("plot")(show.plot)
-app.command("report")(show.report)
-app.command("serve")(show.serve)
-app.command("doctor")(doctor.doctor)
-
-
-@app.command()
 def probe(as_json: JsonOption = False) -> None:
     """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
+    from bandwall.cli import measure
+
     measure.probe_cmd(as_json)
 
 
-@app.command()
 def monitor(
     iface: Annotated[list[str] | None, typer.Option(help="Interface(s) to watch.")] = None,
     interval: Annotated[float, typer.Option(help="Seconds between samples.")] = 1.0,
@@ -574,41 +527,6 @@ def monitor(
     ] = False,
 ) -> None:
     """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
+    from bandwall.cli import measure
+
     measure.monitor_cmd(iface, interval, count, prometheus, as_json)
-
-
-def error_line(exc: BandwallError, args: list[str]) -> str:
-    """`--flag: reason` when the error is about an option the user can type, else the
-    message as it stands."""
-    if exc.field is None:
-        return str(exc)
-    from bandwall.planning.request import PlanRequest, field_flag
-
-    flag = field_flag(exc.field)
-    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") for a in args)
-    if exc.field in PlanRequest.model_fields or typed:
-        return f"--{flag}: {exc.reason}"
-    return str(exc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning every user error into one line and exit code 2."""
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        code = app(args=args or ["--help"], standalone_mode=False, prog_name="bandwall")
-    except BandwallError as exc:
-        err_console.print(f"error: {error_line(exc, args)}", markup=False, soft_wrap=True)
-        return 2
-    except TyperException as exc:
-        err_console.print(f"error: {exc.format_message()}", markup=False, soft_wrap=True)
-        return 2
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.Abort:
-        err_console.print("error: aborted", markup=False)
-        return 130
-    return code if isinstance(code, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -104,6 +104,33 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     )
 
 
+class _RequestCommand:
+    """A command whose request options are built when Typer first reads its signature.
+
+    Building ~85 options takes tens of milliseconds; with the lazy root only the command that
+    runs pays it, not every command defined beside it.
+    """
+
+    def __init__(self, fn: Callable[..., None], names: list[str], multi: bool) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn, self._names, self._multi = fn, names, multi
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        own = [
+            p
+            for p in inspect.signature(self._fn, eval_str=True).parameters.values()
+            if p.name != "fields"
+        ]
+        return inspect.Signature(own + [option_parameter(n, self._multi) for n in self._names])
+
+    def __call__(self, **kwargs: Any) -> None:
+        fields = {k: kwargs.pop(k) for k in self._names if kwargs.get(k) is not None}
+        for k in self._names:
+            kwargs.pop(k, None)
+        self._fn(fields=fields, **kwargs)
+
+
 def with_request_options(
     *, skip: tuple[str, ...] = (), multi: bool = False, names: list[str] | None = None
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
@@ -112,26 +139,10 @@ def with_request_options(
 
     `multi` (sweep) lets every option take a comma list, and vector fields a range.
     """
-    names = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
+    chosen = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [
-            p
-            for p in inspect.signature(fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
-
-        @functools.wraps(fn)
-        def wrapper(**kwargs: Any) -> None:
-            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
-            for k in names:
-                kwargs.pop(k, None)
-            fn(fields=fields, **kwargs)
-
-        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            own + [option_parameter(n, multi) for n in names]
-        )
-        return wrapper
+        return _RequestCommand(fn, chosen, multi)
 
     return deco
 
