@@ -294,13 +294,19 @@ def sweep(
     fields: dict[str, Any],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
+        typer.Option("-o", "--output", help="Write every row to a CSV or .parquet file."),
     ] = None,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print every row as CSV instead of the top table.")
+    ] = False,
+    top: Annotated[
+        int, typer.Option(help="Rows in the table: the fastest to train that fit.", min=1)
+    ] = 10,
 ) -> None:
     """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
     a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
     from bandwall.planning.api import sweep as run_sweep
-    from bandwall.report.tables import write_table
+    from bandwall.report.tables import sweep_table, write_table
 
     axes: dict[str, list[Any]] = {}
     base: dict[str, Any] = {}
@@ -311,10 +317,13 @@ def sweep(
         else:
             axes[name] = values
     table = run_sweep(request(base), axes)
-    write_table(table, output)
+    if as_csv or output:
+        write_table(table, output)
     if output:
         n = len(next(iter(table.values())))
         err_console.print(f"wrote {n:,} rows to {output}")
+    elif not as_csv:
+        console.print(sweep_table(table, list(axes), top))
 
 
 @with_request_options(skip=("gpus",))

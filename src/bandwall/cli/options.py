@@ -76,6 +76,34 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     return text
 
 
+def field_choices(name: str) -> list[str]:
+    """The values a field accepts when it is a choice (catalog keys, enums, literals), else
+    none: what shell completion offers."""
+    info = field_info(name)
+    meta = field_meta(name)
+    if meta.get("choices"):
+        return choices_for(str(meta["choices"]))
+    ann = info.annotation
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        ann = next(a for a in typing.get_args(ann) if a is not type(None))
+    members = getattr(ann, "__members__", None)
+    if members:
+        return [str(v.value) for v in members.values()]
+    if typing.get_origin(ann) is Literal:
+        return [str(a) for a in typing.get_args(ann)]
+    return []
+
+
+def _completer(name: str) -> Callable[[str], list[str]]:
+    """Shell completion for one field: its choices starting with what is typed (read when
+    the shell asks, so building the command stays cheap)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in field_choices(name) if c.startswith(incomplete)]
+
+    return complete
+
+
 def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     """The Typer parameter of one request field (a comma list/range when `multi`)."""
     info = field_info(name)
@@ -97,7 +125,14 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     elif multi:
         metavar += "[,…]"
     text_type: Any = Annotated[
-        str | None, typer.Option(flag, help=help_text, metavar=metavar, show_default=False)
+        str | None,
+        typer.Option(
+            flag,
+            help=help_text,
+            metavar=metavar,
+            show_default=False,
+            autocompletion=_completer(name),
+        ),
     ]
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=text_type

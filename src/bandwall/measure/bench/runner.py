@@ -67,7 +67,8 @@ def _torch() -> Any:
         import torch
     except ImportError:
         raise BenchmarkError(
-            "torch is not installed; pip install 'bandwall[bench]' (pins torch==2.13.0)"
+            "torch is not installed; pip install 'bandwall[bench]' (torch>=2.4,<3: a "
+            "cluster keeps the CUDA build it has)"
         ) from None
     return torch
 
