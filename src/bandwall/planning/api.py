@@ -19,7 +19,7 @@ import numpy as np
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import fabric_congestion
-from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
+from bandwall.model.engine import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
 from bandwall.planning.presets import get_preset
 from bandwall.planning.request import (
@@ -46,6 +46,10 @@ MAX_SWEEP_BYTES = 2 * 2**30
 CHUNK_ROWS = 1 << 18
 BREAKDOWN_KEYS = ("compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
 CLUSTER_VECTOR_FIELDS = tuple(f for f in VECTOR_FIELDS if f not in LAYOUT_FIELDS)
+#: Sweep columns that are whole counts: the engine's counts and the request's integer fields.
+_COUNT_COLUMNS = COUNT_FIELDS | {
+    n for n, f in PlanRequest.model_fields.items() if f.annotation in (int, int | None)
+}
 
 
 def default_global_batch(w: Workload) -> int:
@@ -318,7 +322,18 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
             if f.name in axes:  # an axis that is also a metric (global_batch): one column
                 continue
             columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
-    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in columns.items()}
+    return {
+        k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()
+    }
+
+
+def _whole(name: str, column: np.ndarray) -> np.ndarray:
+    """Counts (gpus, tp, global_batch, ...) as int64 columns, as `plan` gives them as int."""
+    if column.dtype.kind != "f" or name not in _COUNT_COLUMNS:
+        return column
+    if not (np.all(np.isfinite(column)) and np.all(column == np.round(column))):
+        return column
+    return column.astype(np.int64)
 
 
 # --- plan ------------------------------------------------------------------------------------
@@ -361,6 +376,17 @@ class Plan:
             "local_sgd_steps": self.request.local_sgd_steps,
             "overlap": self.request.overlap,
         }
+
+    def __getattr__(self, name: str) -> float:
+        """Every metric as an attribute: `plan.mfu` is `plan.metrics["mfu"]` (counts such as
+        `plan.dp` are ints)."""
+        metrics = self.__dict__.get("metrics")
+        if metrics is not None and name in metrics:
+            return metrics[name]  # type: ignore[no-any-return]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or metric {name!r}")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self.__dict__.get("metrics", {})})
 
     @property
     def breakdown(self) -> dict[str, float]:

@@ -152,7 +152,57 @@ def plan_tables(plan: Plan) -> list[Table]:
     for k in keys:
         mem.add_column(k or "total", justify="right")
     mem.add_row(*(f"{m[f'memory_{k}_bytes' if k else 'memory_bytes'] / gb:,.1f}" for k in keys))
-    return [head, br, mem]
+    return [head, br, mem, assumptions_table(plan)]
+
+
+def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The inputs that decide the answer, each with where it came from (an option the user set
+    or the default), so a surprising number can be traced without --json."""
+    from bandwall.model.compute import TRAINING_GEMM_FACTOR
+    from bandwall.model.engine import CHINCHILLA_TOKENS_PER_PARAM
+
+    m, req, w = plan.metrics, plan.request, plan.workload
+    given = req.model_fields_set
+    gb = int(m["global_batch"])
+    gb_src = "--global-batch" if "global_batch" in given else "default"
+    if isinstance(w, Transformer):
+        batch = f"{gb:,} sequences × {w.seq_len:,} = {gb * w.seq_len:,} tokens per step ({gb_src})"
+        budget = (
+            f"{m['tokens']:,.0f} tokens (--tokens)"
+            if "tokens" in given
+            else f"{m['tokens']:,.0f} tokens ({CHINCHILLA_TOKENS_PER_PARAM} per parameter, the "
+            "default; --tokens to change)"
+        )
+    else:
+        batch = f"{gb:,} images per step ({gb_src})"
+        budget = f"{m['samples']:,.0f} images ({m['samples'] / w.dataset_samples:,.3g} epochs)"
+    if "gemm_efficiency" in m:  # the engine reports the efficiency it used
+        gemm = f"{m['gemm_efficiency']:.3f}"
+    elif req.gemm_efficiency is not None:
+        gemm = f"{req.gemm_efficiency:.3f} (--gemm-efficiency)"
+    else:
+        used = plan.cluster.perf.gemm_efficiency * TRAINING_GEMM_FACTOR
+        gemm = (
+            f"{used:.3f} of peak ({plan.cluster.perf.gemm_efficiency:.2f} measured on "
+            f"{plan.cluster.perf.gpu} × {TRAINING_GEMM_FACTOR} fitted; --gemm-efficiency)"
+        )
+    recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
+    return [
+        ("global batch", batch),
+        ("budget", budget),
+        ("GEMM efficiency", gemm),
+        ("precision", f"{req.precision} compute, gradients reduced in {req.reduce_dtype}"),
+        ("recompute", recompute),
+    ]
+
+
+def assumptions_table(plan: Plan) -> Table:
+    t = Table(title="Assumptions that decide the answer", show_header=False)
+    t.add_column("what", no_wrap=True)
+    t.add_column("value", overflow="fold")
+    for k, v in assumption_rows(plan):
+        t.add_row(k, v)
+    return t
 
 
 def budget_text(plan: Plan) -> str:

@@ -79,6 +79,7 @@ def run_local(
     with Store(cfg.db):  # a bad --db is one line now, not a failed rank after the spawn
         pass
     try:
+        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
     except ImportError:
@@ -90,6 +91,9 @@ def run_local(
     os.environ["BANDWALL_RUN_TOKEN"] = token
     diag = tempfile.mkdtemp(prefix="bandwall-diag-")
     os.environ["BANDWALL_DIAG_DIR"] = diag
+    # the agent's per-rank logs and error files: in a folder of ours, removed below (left to
+    # itself it makes a torchelastic_* folder in the temp dir per run and never removes it)
+    logs = tempfile.mkdtemp(prefix="bandwall-ranks-")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(
         min_nodes=1,
@@ -101,6 +105,7 @@ def run_local(
         max_restarts=0,
         monitor_interval=0.2,
         start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=logs),
     )
     try:
         with _quiet(cfg.debug):
@@ -115,6 +120,7 @@ def run_local(
     finally:
         os.environ.pop("BANDWALL_DIAG_DIR", None)
         shutil.rmtree(diag, ignore_errors=True)
+        shutil.rmtree(logs, ignore_errors=True)
     out = results.get(0)
     if not out:
         raise BenchmarkError("rank 0 returned no results")
