@@ -322,9 +322,7 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
             if f.name in axes:  # an axis that is also a metric (global_batch): one column
                 continue
             columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
-    return {
-        k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()
-    }
+    return {k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()}
 
 
 def _whole(name: str, column: np.ndarray) -> np.ndarray:
