@@ -164,6 +164,18 @@ def _layout_grid(
     return LayoutArrays(**values), searched, len(product)
 
 
+_METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
+
+
+def _flat(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """`value` broadcast to `shape`, flattened; a single point skips the broadcast machinery
+    (a plan has ~70 one-element metrics, and broadcast_to costs microseconds each)."""
+    arr = np.asarray(value)
+    if arr.size == 1 and math.prod(shape) == 1:
+        return arr.reshape(1)
+    return np.broadcast_to(arr, shape).reshape(-1)
+
+
 def _complexity(m: Metrics) -> np.ndarray:
     """Tie-break between equally fast layouts: the simplest wins."""
     return np.asarray(m.tp * m.pp * m.cp * m.ep * m.virtual_stages + m.zero * 0.1)
@@ -215,12 +227,7 @@ def evaluate_points(
         if n_cand == 1:  # nothing searched: every grid point is its own row
             feasible_count += int(np.sum(np.broadcast_to(m.valid & m.fits, shape)))
             parts.append(
-                Metrics(
-                    **{
-                        f.name: np.broadcast_to(getattr(m, f.name), shape).reshape(-1)
-                        for f in dataclasses.fields(Metrics)
-                    }
-                )
+                Metrics(**{name: _flat(getattr(m, name), shape) for name in _METRIC_NAMES})
             )
             continue
         feasible = np.broadcast_to(m.valid & m.fits, shape)
