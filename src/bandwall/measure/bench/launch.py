@@ -286,7 +286,7 @@ def slurm_script(
 #SBATCH --cpus-per-task=16
 #SBATCH --time={time_limit}
 {part}#SBATCH --output=bandwall-%j.out
-# Container: the image built from bandwall's Dockerfile (default {DEFAULT_IMAGE});
+# Container: the image bandwall's Dockerfile builds (default {DEFAULT_IMAGE});
 # pass `bandwall launch slurm --image REF` to run through pyxis/enroot, else
 # bandwall[bench] must be installed on the nodes.
 set -euo pipefail
