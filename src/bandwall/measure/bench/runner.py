@@ -241,7 +241,6 @@ def _gather_scatter_fns() -> tuple[Any, Any]:
     return ag, rs
 
 
-
 def count_wrong(got: Any, want: Any | None) -> int:
     """Elements that differ from the expected result (relative 1e-2 for 16-bit types)."""
     if want is None:
