@@ -68,6 +68,23 @@ def _quiet(debug: bool) -> Iterator[None]:
             os.environ["TORCH_CPP_LOG_LEVEL"] = old_env
 
 
+@contextlib.contextmanager
+def _temp_dir(folder: str) -> Iterator[None]:
+    """The temp dir, for this process and the ranks it spawns, is `folder` (removed after):
+    torch leaves files there when a rank dies (pytorch-errorfile-*.pickle) and makes its
+    inductor cache there (torchinductor_USER), none of which outlives the run."""
+    old_env, old_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = old_dir
+        if old_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_env
+
+
 def run_local(
     cfg: BenchConfig, nprocs: int, worker: Any = bench_worker, worker_args: tuple[Any, ...] = ()
 ) -> dict[str, Any]:
@@ -108,7 +125,7 @@ def run_local(
         logs_specs=DefaultLogsSpecs(log_dir=logs),
     )
     try:
-        with _quiet(cfg.debug):
+        with _quiet(cfg.debug), _temp_dir(logs):
             results = elastic_launch(config, worker)(cfg, *worker_args)
     except ChildFailedError as exc:
         if cfg.debug:
