@@ -51,6 +51,10 @@ def _worker() -> dict[int, list[tuple[float, float]]] | None:
 
 
 def main() -> None:
+    import shutil
+    import tempfile
+
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     from bandwall.measure.bench.launch import _free_port
@@ -65,8 +69,12 @@ def main() -> None:
         rdzv_endpoint=f"127.0.0.1:{_free_port()}",
         max_restarts=0,
         start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=(logs := tempfile.mkdtemp(prefix="bandwall-ranks-"))),
     )
-    res: Any = elastic_launch(cfg, _worker)()[0]
+    try:
+        res: Any = elastic_launch(cfg, _worker)()[0]
+    finally:
+        shutil.rmtree(logs, ignore_errors=True)
     ratios = []
     for size, pairs in res.items():
         ours = float(np.median([p[0] for p in pairs]))

@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _peers import INSTALL, available
 from bandwall.measure.calibrate.published import SOURCES, load_rows, request_for
 from bandwall.planning.api import plan
 
@@ -36,7 +37,7 @@ def _llm_analysis(row: dict[str, str], efficiency: float | None, tmp: Path) -> f
             warnings.simplefilter("ignore")
             from llm_analysis.analysis import train
     except Exception:
-        FAILURES[row["id"]] = "llm-analysis is not installed (pip install llm-analysis)"
+        FAILURES[row["id"]] = f"llm-analysis is not installed ({INSTALL})"
         return None
     seq = int(row["seq_len"])
     heads = int(row["heads"])
@@ -94,6 +95,7 @@ def _llm_analysis(row: dict[str, str], efficiency: float | None, tmp: Path) -> f
 
 
 def main() -> None:
+    available()
     rows_by_file = load_rows(None)
     print(CALCULON)
     header = (

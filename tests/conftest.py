@@ -1,4 +1,14 @@
-"""Shared fixtures: the CLI run in-process as a user types it, and the shared/ reference data."""
+"""Shared fixtures: the CLI run in-process as a user types it, and the shared/ reference data.
+
+Two session rules (issue 24):
+
+- **No silent skips in CI.** With BANDWALL_CI=1 (set by .ci/run) a test that skips fails
+  instead, with its reason: a missing browser or shared/ folder must turn CI red, not pass
+  unseen. Only the skips CI's machine cannot avoid (no GPU) are let through.
+- **Nothing left in the temp dir.** The session gets its own temporary folder (TMPDIR, so
+  subprocesses and spawned ranks use it too); at the end anything in it other than pytest's
+  own tmp_path folders is a leftover, named, and the session fails.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +18,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +28,59 @@ from hypothesis import settings
 from bandwall.cli import main
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
+
+IN_CI = os.environ.get("BANDWALL_CI") == "1"
+#: Skip reasons CI accepts: what no machine of this project's CI has (a GPU).
+CI_ALLOWED_SKIPS = ("needs CUDA", "a GPU is here")
+
+SESSION_TMP = Path(tempfile.mkdtemp(prefix="bandwall-tests-"))
+os.environ["TMPDIR"] = str(SESSION_TMP)
+tempfile.tempdir = str(SESSION_TMP)
+
+
+def _ci_forbids(reason: str) -> bool:
+    return IN_CI and not any(ok in reason for ok in CI_ALLOWED_SKIPS)
+
+
+def _skip_reason(longrepr: object) -> str:
+    return str(longrepr[2]) if isinstance(longrepr, tuple) else str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and not hasattr(rep, "wasxfail") and _ci_forbids(_skip_reason(rep.longrepr)):
+        rep.outcome = "failed"
+        rep.longrepr = f"BANDWALL_CI=1: skipping is a failure in CI: {_skip_reason(rep.longrepr)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):  # type: ignore[no-untyped-def]
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and _ci_forbids(_skip_reason(rep.longrepr)):
+        rep.outcome = "failed"
+        rep.longrepr = f"BANDWALL_CI=1: skipping is a failure in CI: {_skip_reason(rep.longrepr)}"
+
+
+def leftovers(folder: Path) -> list[str]:
+    """What the session left in its temp folder, besides pytest's own tmp_path folders."""
+    return sorted(p.name for p in folder.iterdir() if not p.name.startswith("pytest-of-"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    left = leftovers(SESSION_TMP) if SESSION_TMP.is_dir() else []
+    if left:
+        session.config.get_terminal_writer().line(
+            f"\nleft in the temp dir {SESSION_TMP}: {', '.join(left[:10])}"
+            + (f" and {len(left) - 10} more" if len(left) > 10 else ""),
+            red=True,
+        )
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    elif session.exitstatus == pytest.ExitCode.OK:
+        shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
 
 #: The suite is deterministic: each property test draws the same examples every run, so a red
 #: CI means a change, not an unlucky draw. `HYPOTHESIS_PROFILE=explore` draws fresh ones

@@ -61,3 +61,22 @@ def test_public_api_resolves_and_is_lazy() -> None:
         assert getattr(bandwall, name) is not None
     with pytest.raises(AttributeError):
         bandwall.no_such_name  # noqa: B018
+
+
+def test_store_commands_do_not_import_torch(tmp_path: Path) -> None:
+    """`import` and `results` read and write the store: no torch (seconds of start-up). The
+    bench runner used to import it at module level for two function lookups and @record."""
+    db = tmp_path / "r.db"
+    log = Path(__file__).parent / "data" / "nccl-tests" / "a40-nvlink-sys-node-all-reduce.log"
+    for argv in (
+        ["import", "nccl-tests", str(log), "--db", str(db)],
+        ["results", "list", "--db", str(db), "--json"],
+    ):
+        code = (
+            "import json, sys\nfrom bandwall.cli import main\n"
+            f"rc = main({argv!r})\nprint(json.dumps([rc, 'torch' in sys.modules]))\n"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+        assert json.loads(out.strip().splitlines()[-1]) == [0, False], argv

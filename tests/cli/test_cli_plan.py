@@ -242,7 +242,7 @@ def test_sweep_writes_csv(run_cli, tmp_path: Path) -> None:  # type: ignore[no-u
         "valid",
     } <= set(rows[0])
     stdout = run_cli(
-        "sweep", "--model", "resnet50", "--gpus", "8,16", "--bandwidth", "1Gbps:4Gbps:x2"
+        "sweep", "--model", "resnet50", "--gpus", "8,16", "--bandwidth", "1Gbps:4Gbps:x2", "--csv"
     )
     assert len(list(csv.DictReader(io.StringIO(stdout.out)))) == 2 * 3
     bad = run_cli("sweep", "--gpus", "8", "--bandwidth", "4Gbps:1Gbps")

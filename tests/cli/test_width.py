@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,29 @@ COMMANDS = [
     ["models"],
     ["presets"],
     ["validate", "--published"],
+    ["sweep", "--model", "llama3-70b", "--gpus", "64:1024:x2", "--tp", "4,8", "--pp", "1,2,4"],
+    ["launch", "slurm", "--nodes", "2", "--gpus-per-node", "8"],
+    ["launch", "k8s", "--nodes", "2"],
+    ["probe"],
+    ["--help"],
+    ["plan", "--help"],
+    pytest.param(
+        ["doctor", "tests/data/nccl-logs/nccl-451-docker-ib-unopenable.log"],
+        marks=pytest.mark.xfail(reason="doctor helper: doctor's own line wrapping", strict=True),
+    ),
+]
+
+#: Tables whose first column is a key a user types next, with the command that lists those
+#: keys as JSON and the field holding them.
+KEYED = [
+    (["presets"], "key"),
+    (["models"], "key"),
+    (["catalog", "gpus"], "name"),
+    (["catalog", "fabrics"], "key"),
+    (["catalog", "providers"], "key"),
+    (["catalog", "failures"], "key"),
+    (["catalog", "perf"], "gpu"),
+    (["catalog", "power"], "key"),
 ]
 
 
@@ -66,3 +91,27 @@ def test_results_list_fits_80_columns_with_a_failed_run(
     assert not [line for line in out.splitlines() if len(line) > 80]
     assert "…" not in out and "collectives" in out
     assert f"run 2 failed: {error}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(("argv", "field"), KEYED, ids=lambda a: " ".join(a) if a else "")
+def test_keys_are_never_split_at_80_columns(
+    argv: list[str],
+    field: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every key the table lists appears whole on one line, between cell borders or spaces
+    (issue 24: `ai-factory-i│b`, `llama3-405│b`, `A100-│SXM-8│0GB` were split)."""
+    assert main([*argv, "--json"]) == 0
+    keys = {str(row[field]) for row in json.loads(capsys.readouterr().out)}
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if len(line) > 80]
+    edge = r"(?:^|[\s│┃])"
+    split = [
+        k
+        for k in keys
+        if not any(re.search(edge + re.escape(k) + r"(?:$|[\s│┃])", line) for line in lines)
+    ]
+    assert not split, f"keys split or missing: {sorted(split)}"

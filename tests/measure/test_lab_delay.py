@@ -42,23 +42,41 @@ def _delaylines() -> int:
 
 
 def test_delay_and_jitter_are_what_was_asked(bench: validate.Bench) -> None:
-    """RTT = 2 × delay (+ the lab's own ~0.2-0.5 ms). Jitter adds an Exp(J) delay on each
-    direction, so the round trips must look like the jitter-free ones plus a Gamma(2, J):
-    their quartiles within 0.25 J of that convolution. The jitter-free round trips carry the
-    machine's own noise (on 2 busy cores a tail of 0.5-3 ms that drifts between runs), hence
-    a jitter of 4 ms, large beside it; no jitter, or half or twice the jitter, misses by
-    0.8-1.7 J. 1,000 round trips put the sampling error of a quartile at ~0.3 ms (0.08 J);
-    with 300 it was 0.14 J at the upper quartile, so a true delay line failed one run in ten.
-    The delay line goes away with the lab."""
-    plain = np.array(bench.ping(0.002, 0.0, count=200))
-    assert 0.004 <= float(np.median(plain)) <= 0.0047, np.median(plain)
+    """RTT = 2 × delay + the lab's own cost. Jitter adds an Exp(J) delay on each direction,
+    so the round trips must look like the jitter-free ones plus a Gamma(2, J): their
+    quartiles within 0.25 J of that convolution. No jitter, or half or twice the jitter,
+    misses by 0.8-1.7 J. 1,050 jittered round trips put the sampling error of a quartile at
+    ~0.3 ms (0.08 J).
+
+    The lab's own cost is a userspace delay line on the 2 shared cores: ~0.2-0.5 ms when the
+    machine is quiet, several ms at a load of 9, and it drifts within seconds (a run at load
+    9 saw the upper quartile 1.4 ms above a baseline taken just before). So the references
+    are measured in the same stretch of time, interleaved: three bursts of jitter-free and
+    jittered round trips, alternating, pooled. Their tolerance adds the drift measured
+    between the jitter-free bursts at that quartile to 0.25 J: measured, not guessed. The
+    delay is checked as the difference between round trips at 2 ms and at 0.5 ms (3 ms,
+    whatever the lab's own cost). The delay line goes away with the lab.
+    """
     jitter_s = 0.004
-    jittery = np.array(bench.ping(0.002, jitter_s, count=1000))
+    short = np.array(bench.ping(0.0005, 0.0, count=100))
+    plain_bursts, jittered = [], []
+    for _ in range(3):
+        plain_bursts.append(np.array(bench.ping(0.002, 0.0, count=150)))
+        jittered.append(np.array(bench.ping(0.002, jitter_s, count=350)))
+    plain, jittery = np.concatenate(plain_bursts), np.concatenate(jittered)
+
+    def drift(q: float) -> float:
+        marks = [float(np.percentile(b, q)) for b in plain_bursts]
+        return max(marks) - min(marks)
+
+    delay = float(np.median(plain) - np.median(short))  # 2 × (2 - 0.5) ms asked
+    assert abs(delay - 0.003) <= 0.0005 + drift(50), (delay, drift(50))
+    assert float(np.min(plain)) >= 0.004  # never faster than the delay asked
     rng = np.random.default_rng(0)
     expected = rng.choice(plain, 200_000) + rng.gamma(2.0, jitter_s, 200_000)
     for q in (25, 50, 75):
         got, want = np.percentile(jittery, q), np.percentile(expected, q)
-        assert abs(got - want) <= 0.25 * jitter_s, (q, got, want)
+        assert abs(got - want) <= 0.25 * jitter_s + drift(q), (q, got, want, drift(q))
     assert _delaylines() == 0
 
 
@@ -108,10 +126,17 @@ def test_window_bound_streams_and_their_gain(bench: validate.Bench) -> None:
 
 def test_loss_bound_streams_follow_mathis(bench: validate.Bench) -> None:
     """0.1% random loss at 50 ms RTT, 4 streams: Mathis et al. per stream, times 4. One
-    stream swings ±25% between runs (a few dozen loss events), four average out."""
+    stream swings ±25% between runs (a few dozen loss events), four average out.
+
+    Mathis' rate is inversely proportional to the RTT, and the delay line is a userspace
+    process on the 2 shared cores: under load it adds its own queueing to the 50 ms asked
+    for (a run at load 3.3 fell outside 25%). So the prediction uses the RTT measured on the
+    lab just before, with the same delay and no loss: a self-measured baseline."""
     bench.rate = "100mbit"
+    rtt_s = float(np.median(bench.ping(0.025, 0.0, count=40)))
+    assert 0.050 <= rtt_s <= 0.065, rtt_s
     got = bench.streams(0.025, [4], loss=0.001, warmup_s=2.0, seconds=8.0)
     window = validate.autotuned_window_bytes()
-    link = validate.LabLink(0.1, 0.025, 0.0002, loss=0.001, window_bytes=window)
+    link = validate.LabLink(0.1, rtt_s / 2, 0.0, loss=0.001, window_bytes=window)
     err = validate.error(validate.predict_stream_Bps(link, 4), got[4])
-    assert abs(err) <= 0.25, (got, err)
+    assert abs(err) <= 0.25, (got, err, rtt_s)

@@ -19,6 +19,7 @@ yaml = pytest.importorskip("yaml", reason="needs PyYAML (dev extra) to read the 
 jsonschema_rs = pytest.importorskip("jsonschema_rs", reason="needs jsonschema-rs (dev extra)")
 
 SCHEMA = Path(__file__).resolve().parents[1] / "data" / "k8s" / "pytorchjob-v1.schema.json"
+PVC_SCHEMA = SCHEMA.with_name("pvc-v1.schema.json")
 EVIL = "bench collectives --sizes '1K; touch /tmp/pwned' $(reboot) `id` '\"]: {x: 1}' '- a'"
 
 
@@ -68,15 +69,72 @@ def test_slurm_refuses_what_it_cannot_quote(kwargs: dict[str, str], field: str) 
 
 def test_k8s_manifest_reads_back_as_the_job_and_validates_against_the_crd_schema() -> None:
     validator = jsonschema_rs.validator_for(json.loads(SCHEMA.read_text()))
+    claims = jsonschema_rs.validator_for(json.loads(PVC_SCHEMA.read_text()))
     for nodes in (1, 4):
         text = k8s_manifest(nodes, 8, "bench collectives --ops all", DEFAULT_IMAGE, "bw-bench")
-        doc = yaml.safe_load(text)
+        claim, doc = yaml.safe_load_all(text)
         assert doc == k8s_job(nodes, 8, "bench collectives --ops all", DEFAULT_IMAGE, "bw-bench")
-        errors = [e.message for e in validator.iter_errors(doc)]
-        assert errors == []
+        assert [e.message for e in validator.iter_errors(doc)] == []
+        assert [e.message for e in claims.iter_errors(claim)] == []
         specs = doc["spec"]["pytorchReplicaSpecs"]
         assert set(specs) == ({"Master"} if nodes == 1 else {"Master", "Worker"})
         assert specs.get("Worker", {"replicas": 0})["replicas"] == nodes - 1
+
+
+def _pod(doc: dict, replica: str) -> dict:
+    return doc["spec"]["pytorchReplicaSpecs"][replica]["template"]["spec"]
+
+
+def test_k8s_pods_get_shm_rdma_ipc_lock_and_a_results_volume_that_outlives_them() -> None:
+    """Issue 24: what a cluster needs for NCCL at speed (a memory-backed /dev/shm, the RDMA
+    device plugin's resource, IPC_LOCK to pin memory) and for results to survive the pod (the
+    master, rank 0, writes BANDWALL_DB onto the claim the manifest creates)."""
+    claim, doc = yaml.safe_load_all(k8s_manifest(3, 8, "bench collectives", DEFAULT_IMAGE, "bw"))
+    for replica in ("Master", "Worker"):
+        pod = _pod(doc, replica)
+        (box,) = pod["containers"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in box["volumeMounts"]}
+        assert set(mounts.values()) <= set(volumes)  # every mount names a volume of the pod
+        assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+        assert box["resources"]["limits"] == {"nvidia.com/gpu": 8, "rdma/rdma_shared_device_a": 1}
+        assert box["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
+    master = _pod(doc, "Master")
+    db = {e["name"]: e["value"] for e in master["containers"][0]["env"]}["BANDWALL_DB"]
+    mounts = {m["mountPath"]: m["name"] for m in master["containers"][0]["volumeMounts"]}
+    results = next(p for p in mounts if db.startswith(p + "/"))
+    volume = {v["name"]: v for v in master["volumes"]}[mounts[results]]
+    assert volume["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    assert master["securityContext"]["fsGroup"] == 10001  # the image's user can write it
+    # an existing claim: no claim document, the job mounts the one named; no RDMA on TCP
+    (only,) = yaml.safe_load_all(
+        k8s_manifest(
+            2, 8, "bench links", DEFAULT_IMAGE, "bw", results_claim_name="lab-runs",
+            rdma_resource=None,
+        )
+    )  # fmt: skip
+    vols = {v["name"]: v for v in _pod(only, "Master")["volumes"]}
+    assert vols["results"]["persistentVolumeClaim"]["claimName"] == "lab-runs"
+    assert _pod(only, "Worker")["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": 8}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"nodes": 0}, "nodes"),
+        ({"nodes": 10**20}, "nodes"),
+        ({"gpus_per_node": 1000}, "gpus_per_node"),
+        ({"rdma_resource": "rdma/x: 1\nevil"}, "rdma_resource"),
+        ({"shm_size": "16Gi; rm"}, "shm_size"),
+        ({"results_claim_name": "Bad_Claim"}, "results_claim"),
+    ],
+)
+def test_k8s_bounds_and_refusals(kwargs: dict, field: str) -> None:
+    args = {"nodes": 2, "gpus_per_node": 8} | kwargs
+    nodes, gpn = args.pop("nodes"), args.pop("gpus_per_node")
+    with pytest.raises(ConfigError) as err:
+        k8s_manifest(nodes, gpn, "bench collectives", DEFAULT_IMAGE, "bw", **args)
+    assert err.value.field == field
 
 
 def test_k8s_schema_catches_what_an_injection_would_add() -> None:
@@ -89,7 +147,7 @@ def test_k8s_schema_catches_what_an_injection_would_add() -> None:
 def test_k8s_user_strings_stay_strings() -> None:
     """A command full of YAML and shell syntax comes back as the same argument list."""
     text = k8s_manifest(2, 8, EVIL, "registry.example.com:5000/team/bandwall:0.1.0", "bw")
-    doc = yaml.safe_load(text)
+    _, doc = yaml.safe_load_all(text)
     args = doc["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert args["args"] == shlex.split(EVIL)
     assert list(doc) == ["apiVersion", "kind", "metadata", "spec"]

@@ -218,6 +218,7 @@ def test_oversubscription_sweep_is_monotone(run_cli) -> None:  # type: ignore[no
         "2048",
         "--oversubscription",
         "1,2,4,8",
+        "--csv",
     )
     assert r.code == 0, r.err
     rows = list(csv.DictReader(io.StringIO(r.out)))

@@ -192,3 +192,108 @@ def test_unreadable_database_and_token(page: Any, tmp_path: Path) -> None:
         assert "token" not in page.url and "gpus=16" in page.url
         page.reload()  # the token survives a reload of the shareable address
         _planned(page, "on 16 ×")
+
+
+def _cli_plan(*args: str) -> dict[str, Any]:
+    import contextlib
+    import io
+    import json
+
+    from bandwall.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["plan", *args, "--json"]) == 0
+    return dict(json.loads(out.getvalue()))
+
+
+def test_default_dashboard_plan_equals_the_cli_plan(page: Any, base: str) -> None:
+    """Issue 24: the page at its defaults sends nothing the CLI would not (the nullable
+    in_network used to go as false, turning NVLS off) and gets the CLI's plan, field by
+    field; the step time it shows is that plan's."""
+    with page.expect_request("**/api/plan") as sent, page.expect_response("**/api/plan") as got:
+        page.goto(base + "/")
+    assert sent.value.post_data_json == {}  # every field at its default
+    dashboard = got.value.json()
+    cli = _cli_plan()
+    assert dashboard == cli
+    page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
+    shown = page.locator('td[data-key="step time"]').inner_text()
+    assert shown.endswith((" s", " ms")) and float(shown.split()[0]) == pytest.approx(
+        cli["step_time_s"] * (1e3 if shown.endswith(" ms") else 1), rel=0.01
+    )
+
+
+def test_nullable_booleans_have_three_states(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
+    options = page.locator("#in_network option").evaluate_all("os => os.map(o => o.value)")
+    assert options == ["", "true", "false"]
+    assert page.input_value("#in_network") == ""
+    for value, flag in (("true", "--in-network"), ("false", "--no-in-network")):
+        with (
+            page.expect_request("**/api/plan") as sent,
+            page.expect_response("**/api/plan") as got,
+        ):
+            page.select_option("#in_network", value)
+        assert sent.value.post_data_json == {"in_network": value == "true"}
+        assert got.value.json()["step_time_s"] == _cli_plan(flag)["step_time_s"]
+        assert f"in_network={value}" in page.url
+
+
+def test_an_unknown_value_in_the_address_is_refused_next_to_its_field(page: Any, base: str) -> None:
+    """`?preset=ai-factory` (not a preset) used to show an empty dropdown and plan on the
+    default preset; now the value is kept, sent, and refused next to the field, in view."""
+    page.set_viewport_size({"width": 900, "height": 600})
+    page.goto(base + "/?preset=ai-factory&gpus=64")
+    page.wait_for_function(
+        "document.querySelector('#status').className === 'error'", timeout=WAIT_MS
+    )
+    assert page.input_value("#preset") == "ai-factory"
+    assert page.locator("#preset-error").inner_text().strip()
+    assert page.locator("#preset").get_attribute("aria-invalid") == "true"
+    assert page.locator('td[data-key="step time"]').count() == 0
+    in_view = page.locator("#preset").evaluate(
+        "e => { const r = e.getBoundingClientRect();"
+        " return r.top >= 0 && r.bottom <= window.innerHeight; }"
+    )
+    assert in_view
+
+
+def test_an_error_after_plan_is_scrolled_into_view(page: Any, base: str) -> None:
+    page.set_viewport_size({"width": 900, "height": 500})
+    page.goto(base + "/")
+    page.locator('td[data-key="step time"]').wait_for(timeout=WAIT_MS)
+    page.fill("#gpus", "0")
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")  # the user is far below
+    page.click("#run")
+    page.wait_for_function(
+        "document.querySelector('#status').className === 'error'", timeout=WAIT_MS
+    )
+    box = page.locator("#gpus").evaluate(
+        "e => { const r = e.getBoundingClientRect(); return [r.top, r.bottom, innerHeight]; }"
+    )
+    assert box[0] >= 0 and box[1] <= box[2], box
+    assert page.evaluate("document.activeElement.id") == "gpus"
+
+
+@pytest.mark.parametrize("width", [1400, 1000, 700])
+def test_tables_fit_the_window_and_the_api_docs_are_linked(
+    page: Any, base: str, width: int
+) -> None:
+    """No table is cut at the window's edge: each fits, or scrolls inside its own box."""
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(base + "/")
+    page.wait_for_function(
+        "document.querySelectorAll('#compare tbody tr').length >= 5", timeout=WAIT_MS
+    )
+    cut = page.evaluate(
+        "() => [...document.querySelectorAll('table')].filter(t => {"
+        " const box = t.parentElement.getBoundingClientRect();"
+        " const scrolls = getComputedStyle(t.parentElement).overflowX === 'auto';"
+        " return box.right > innerWidth + 1 || (!scrolls && t.scrollWidth > box.width + 1); })"
+        ".map(t => t.id)"
+    )
+    assert cut == []
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth + 1")
+    assert page.get_attribute("#docs-link", "href") == "/docs"

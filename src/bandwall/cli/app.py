@@ -1,4 +1,6 @@
-"""The `bandwall` command line: a thin shell over the library (parse, call, render).
+"""The planning and catalog commands: a thin shell over the library (parse, call, render).
+
+The root group (`bandwall.cli.root`) imports this module only when one of them runs.
 
 Errors a user can cause print one line on stderr naming the option (`--tp: ...`) and exit 2.
 Heavy modules (numpy, the model, torch, matplotlib, FastAPI) are imported inside the commands
@@ -7,15 +9,10 @@ that need them, so `bandwall --help` stays fast.
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
-from typer.exceptions import TyperException
 
-from bandwall import __version__
-from bandwall.cli import doctor, measure, show
-from bandwall.cli import infer as infer_cli
 from bandwall.cli.options import (
     MaxPoints,
     check_scale_work,
@@ -26,39 +23,16 @@ from bandwall.cli.options import (
     with_request_options,
 )
 from bandwall.cli.output import CsvOption, JsonOption
-from bandwall.errors import BandwallError, ConfigError, unknown_choice
+from bandwall.cli.root import app, error_line, main
+from bandwall.errors import ConfigError, unknown_choice
 from bandwall.measure.requests import Monitor
 from bandwall.report.text import console, emit, err_console, print_json
 
-app = typer.Typer(
-    name="bandwall",
-    help="Find and price the bandwidth wall of distributed deep-learning training.",
-    no_args_is_help=True,
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+__all__ = ["app", "error_line", "main"]
 
 CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures", "perf", "power")
 
 
-def _version(value: bool) -> None:
-    if value:
-        console.print(f"bandwall {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
-    ] = False,
-) -> None:
-    """Find and price the bandwidth wall of distributed deep-learning training."""
-
-
-@app.command()
 def catalog(
     kind: Annotated[
         str, typer.Argument(help="gpus, fabrics, providers or failures (default: all).")
@@ -116,7 +90,6 @@ def _check_ranks(text: str) -> list[int]:
     return values
 
 
-@app.command()
 def collective(
     op: Annotated[
         str,
@@ -264,7 +237,6 @@ def collective(
         console.print(f"* {line}", style="dim")
 
 
-@app.command()
 @with_request_options()
 def plan(
     fields: dict[str, Any],
@@ -295,7 +267,6 @@ def _split(text: str, field: str) -> list[str]:
     return items
 
 
-@app.command()
 @with_request_options(skip=("preset",))
 def compare(
     fields: dict[str, Any],
@@ -336,21 +307,26 @@ def compare(
         console.print(table)
 
 
-@app.command()
 @with_request_options(multi=True)
 def sweep(
     fields: dict[str, Any],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="CSV or .parquet file (default: CSV on stdout)."),
+        typer.Option("-o", "--output", help="Write every row to a CSV or .parquet file."),
     ] = None,
     max_points: MaxPoints = None,
+    as_csv: Annotated[
+        bool, typer.Option("--csv", help="Print every row as CSV instead of the top table.")
+    ] = False,
+    top: Annotated[
+        int, typer.Option(help="Rows in the table: the fastest to train that fit.", min=1)
+    ] = 10,
 ) -> None:
     """Evaluate a grid in vectorised passes: every option takes a list (a,b,c), numeric ones
     a range (64:4096:x2, 1Gbps:400Gbps:x2). Layout axes left unset are searched per row."""
     from bandwall.planning.api import sweep as run_sweep
     from bandwall.planning.budget import check_work, sweep_work
-    from bandwall.report.tables import write_table
+    from bandwall.report.tables import sweep_table, write_table
     from bandwall.safeio import check_output
 
     if output:
@@ -368,13 +344,15 @@ def sweep(
     largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
     check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
     table = run_sweep(req, axes)
-    write_table(table, output)
+    if as_csv or output:
+        write_table(table, output)
     if output:
         n = len(next(iter(table.values())))
         err_console.print(f"wrote {n:,} rows to {output}")
+    elif not as_csv:
+        console.print(sweep_table(table, list(axes), top))
 
 
-@app.command()
 @with_request_options(skip=("gpus",))
 def scale(
     fields: dict[str, Any],
@@ -400,7 +378,6 @@ def scale(
         console.print(table)
 
 
-@app.command()
 def validate(
     results: Annotated[
         str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
@@ -500,7 +477,6 @@ def validate(
     )
 
 
-@app.command()
 @with_request_options()
 def calibrate(
     fields: dict[str, Any],
@@ -559,7 +535,6 @@ def calibrate(
     console.print(f"saved {path}: use --fabric measured:{name}")
 
 
-@app.command()
 def models(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     """List the built-in workloads with derived parameter counts and FLOPs."""
     from bandwall.report.tables import models_table
@@ -584,7 +559,6 @@ def models(as_json: JsonOption = False, as_csv: CsvOption = False) -> None:
     console.print(models_table(rows))
 
 
-@app.command("presets")
 def presets_cmd(
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
@@ -599,25 +573,13 @@ def presets_cmd(
     console.print(presets_table(rows))
 
 
-app.add_typer(measure.bench_app, name="bench")
-app.add_typer(measure.launch_app, name="launch")
-app.add_typer(measure.results_app, name="results")
-app.add_typer(measure.import_app, name="import")
-app.add_typer(measure.lab_app, name="lab")
-app.command("infer")(infer_cli.infer)
-app.command("plot")(show.plot)
-app.command("report")(show.report)
-app.command("serve")(show.serve)
-app.command("doctor")(doctor.doctor)
-
-
-@app.command()
 def probe(as_json: JsonOption = False) -> None:
     """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
+    from bandwall.cli import measure
+
     measure.probe_cmd(as_json)
 
 
-@app.command()
 @with_model_options(Monitor)
 def monitor(
     fields: dict[str, Any],
@@ -626,49 +588,6 @@ def monitor(
     ] = False,
 ) -> None:
     """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
+    from bandwall.cli import measure
+
     measure.monitor_cmd(fields, as_json)
-
-
-def error_line(exc: BandwallError, args: list[str]) -> str:
-    """`--flag: reason` when the error is about an option the user can type, else the
-    message as it stands."""
-    if exc.field is None:
-        return str(exc)
-    from bandwall.measure.requests import MODELS
-    from bandwall.planning.request import PlanRequest, field_flag
-
-    flags = {exc.field: field_flag(exc.field)}
-    for model in MODELS:  # measurement options whose flag differs from the field name
-        info = model.model_fields.get(exc.field)
-        extra = info.json_schema_extra if info is not None else None
-        if isinstance(extra, dict) and isinstance(extra.get("flag"), str):
-            flags[exc.field] = str(extra["flag"])
-    flag = flags[exc.field]
-    short = {"output": "-o"}.get(exc.field)  # the one short option: -o/--output
-    typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") or a == short for a in args)
-    if exc.field in PlanRequest.model_fields or typed:
-        return f"--{flag}: {exc.reason}"
-    return str(exc)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: run the app, turning every user error into one line and exit code 2."""
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        code = app(args=args or ["--help"], standalone_mode=False, prog_name="bandwall")
-    except BandwallError as exc:
-        err_console.print(f"error: {error_line(exc, args)}", markup=False, soft_wrap=True)
-        return 2
-    except TyperException as exc:
-        err_console.print(f"error: {exc.format_message()}", markup=False, soft_wrap=True)
-        return 2
-    except typer.Exit as exc:
-        return int(exc.exit_code or 0)
-    except typer.Abort:
-        err_console.print("error: aborted", markup=False)
-        return 130
-    return code if isinstance(code, int) else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

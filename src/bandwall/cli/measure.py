@@ -226,8 +226,8 @@ def bench_train(
 
 @launch_app.command("slurm")
 def launch_slurm(
-    nodes: Annotated[int, typer.Option(min=1)] = 2,
-    gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
+    nodes: Annotated[int, typer.Option(min=1, max=65_536)] = 2,
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=64)] = 8,
     partition: Annotated[str | None, typer.Option()] = None,
     time_limit: Annotated[str, typer.Option("--time")] = "00:30:00",
     command: Annotated[
@@ -246,8 +246,8 @@ def launch_slurm(
 
 @launch_app.command("k8s")
 def launch_k8s(
-    nodes: Annotated[int, typer.Option(min=1)] = 2,
-    gpus_per_node: Annotated[int, typer.Option(min=1)] = 8,
+    nodes: Annotated[int, typer.Option(min=1, max=65_536)] = 2,
+    gpus_per_node: Annotated[int, typer.Option(min=1, max=64)] = 8,
     image: Annotated[
         str,
         typer.Option(help="Image built from bandwall's Dockerfile with EXTRAS=bench (CUDA base)."),
@@ -256,11 +256,33 @@ def launch_k8s(
     command: Annotated[
         str, typer.Option(help="bandwall command each rank runs.")
     ] = "bench collectives --ops all --sizes 1K:1G",
+    rdma_resource: Annotated[
+        str,
+        typer.Option(help="RDMA device plugin resource each pod asks for, or none (TCP)."),
+    ] = "rdma/rdma_shared_device_a",
+    shm_size: Annotated[str, typer.Option(help="Memory-backed /dev/shm per pod.")] = "16Gi",
+    results_claim: Annotated[
+        str | None,
+        typer.Option(
+            help="Existing PersistentVolumeClaim for results (default: create NAME-results)."
+        ),
+    ] = None,
 ) -> None:
-    """Print a Kubeflow PyTorchJob manifest."""
+    """Print a Kubeflow PyTorchJob manifest (and the claim its results are kept on)."""
     from bandwall.measure.bench.launch import k8s_manifest
 
-    sys.stdout.write(k8s_manifest(nodes, gpus_per_node, command, image, name))
+    sys.stdout.write(
+        k8s_manifest(
+            nodes,
+            gpus_per_node,
+            command,
+            image,
+            name,
+            rdma_resource=None if rdma_resource == "none" else rdma_resource,
+            shm_size=shm_size,
+            results_claim_name=results_claim,
+        )
+    )
 
 
 @results_app.command("list")

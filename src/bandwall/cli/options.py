@@ -79,6 +79,34 @@ def option_help(name: str, *, with_choices: bool = True) -> str:
     return text
 
 
+def field_choices(name: str) -> list[str]:
+    """The values a field accepts when it is a choice (catalog keys, enums, literals), else
+    none: what shell completion offers."""
+    info = field_info(name)
+    meta = field_meta(name)
+    if meta.get("choices"):
+        return choices_for(str(meta["choices"]))
+    ann = info.annotation
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        ann = next(a for a in typing.get_args(ann) if a is not type(None))
+    members = getattr(ann, "__members__", None)
+    if members:
+        return [str(v.value) for v in members.values()]
+    if typing.get_origin(ann) is Literal:
+        return [str(a) for a in typing.get_args(ann)]
+    return []
+
+
+def _completer(name: str) -> Callable[[str], list[str]]:
+    """Shell completion for one field: its choices starting with what is typed (read when
+    the shell asks, so building the command stays cheap)."""
+
+    def complete(incomplete: str) -> list[str]:
+        return [c for c in field_choices(name) if c.startswith(incomplete)]
+
+    return complete
+
+
 def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     """The Typer parameter of one request field (a comma list/range when `multi`)."""
     info = field_info(name)
@@ -100,11 +128,45 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     elif multi:
         metavar += "[,…]"
     text_type: Any = Annotated[
-        str | None, typer.Option(flag, help=help_text, metavar=metavar, show_default=False)
+        str | None,
+        typer.Option(
+            flag,
+            help=help_text,
+            metavar=metavar,
+            show_default=False,
+            autocompletion=_completer(name),
+        ),
     ]
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=text_type
     )
+
+
+class _RequestCommand:
+    """A command whose request options are built when Typer first reads its signature.
+
+    Building ~85 options takes tens of milliseconds; with the lazy root only the command that
+    runs pays it, not every command defined beside it.
+    """
+
+    def __init__(self, fn: Callable[..., None], names: list[str], multi: bool) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn, self._names, self._multi = fn, names, multi
+
+    @functools.cached_property
+    def __signature__(self) -> inspect.Signature:
+        own = [
+            p
+            for p in inspect.signature(self._fn, eval_str=True).parameters.values()
+            if p.name != "fields"
+        ]
+        return inspect.Signature(own + [option_parameter(n, self._multi) for n in self._names])
+
+    def __call__(self, **kwargs: Any) -> None:
+        fields = {k: kwargs.pop(k) for k in self._names if kwargs.get(k) is not None}
+        for k in self._names:
+            kwargs.pop(k, None)
+        self._fn(fields=fields, **kwargs)
 
 
 def with_request_options(
@@ -115,26 +177,10 @@ def with_request_options(
 
     `multi` (sweep) lets every option take a comma list, and vector fields a range.
     """
-    names = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
+    chosen = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [
-            p
-            for p in inspect.signature(fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
-
-        @functools.wraps(fn)
-        def wrapper(**kwargs: Any) -> None:
-            fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
-            for k in names:
-                kwargs.pop(k, None)
-            fn(fields=fields, **kwargs)
-
-        wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            own + [option_parameter(n, multi) for n in names]
-        )
-        return wrapper
+        return _RequestCommand(fn, chosen, multi)
 
     return deco
 

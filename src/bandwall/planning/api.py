@@ -19,7 +19,7 @@ import numpy as np
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import fabric_congestion
-from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
+from bandwall.model.engine import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
 from bandwall.model.vocab import Stack
 from bandwall.planning.request import (
@@ -51,6 +51,10 @@ MAX_SWEEP_BYTES = 2 * 2**30
 CHUNK_ROWS = 1 << 18
 BREAKDOWN_KEYS = ("compute", "overlap", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
 CLUSTER_VECTOR_FIELDS = tuple(f for f in VECTOR_FIELDS if f not in LAYOUT_FIELDS)
+#: Sweep columns that are whole counts: the engine's counts and the request's integer fields.
+_COUNT_COLUMNS = COUNT_FIELDS | {
+    n for n, f in PlanRequest.model_fields.items() if f.annotation in (int, int | None)
+}
 
 
 def default_global_batch(w: Workload) -> int:
@@ -231,6 +235,18 @@ def _layout_grid(
     return LayoutArrays(**layout), searched, len(grid)
 
 
+_METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
+
+
+def _flat(value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """`value` broadcast to `shape`, flattened; a single point skips the broadcast machinery
+    (a plan has ~70 one-element metrics, and broadcast_to costs microseconds each)."""
+    arr = np.asarray(value)
+    if arr.size == 1 and math.prod(shape) == 1:
+        return arr.reshape(1)
+    return np.broadcast_to(arr, shape).reshape(-1)
+
+
 def _complexity(m: Metrics) -> np.ndarray:
     """Tie-break between equally fast layouts: the simplest wins."""
     return np.asarray(m.tp * m.pp * m.cp * m.ep * m.virtual_stages + m.zero * 0.1)
@@ -282,12 +298,7 @@ def evaluate_points(
         if n_cand == 1:  # nothing searched: every grid point is its own row
             feasible_count += int(np.sum(np.broadcast_to(m.valid & m.fits, shape)))
             parts.append(
-                Metrics(
-                    **{
-                        f.name: np.broadcast_to(getattr(m, f.name), shape).reshape(-1)
-                        for f in dataclasses.fields(Metrics)
-                    }
-                )
+                Metrics(**{name: _flat(getattr(m, name), shape) for name in _METRIC_NAMES})
             )
             continue
         feasible = np.broadcast_to(m.valid & m.fits, shape)
@@ -398,7 +409,16 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
             if f.name in axes:  # an axis that is also a metric (global_batch): one column
                 continue
             columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
-    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in columns.items()}
+    return {k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()}
+
+
+def _whole(name: str, column: np.ndarray) -> np.ndarray:
+    """Counts (gpus, tp, global_batch, ...) as int64 columns, as `plan` gives them as int."""
+    if column.dtype.kind != "f" or name not in _COUNT_COLUMNS:
+        return column
+    if not (np.all(np.isfinite(column)) and np.all(column == np.round(column))):
+        return column
+    return column.astype(np.int64)
 
 
 # --- plan ------------------------------------------------------------------------------------
@@ -441,6 +461,17 @@ class Plan:
             "local_sgd_steps": self.request.local_sgd_steps,
             "overlap": self.request.overlap,
         }
+
+    def __getattr__(self, name: str) -> float:
+        """Every metric as an attribute: `plan.mfu` is `plan.metrics["mfu"]` (counts such as
+        `plan.dp` are ints)."""
+        metrics = self.__dict__.get("metrics")
+        if metrics is not None and name in metrics:
+            return metrics[name]  # type: ignore[no-any-return]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or metric {name!r}")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self.__dict__.get("metrics", {})})
 
     @property
     def breakdown(self) -> dict[str, float]:

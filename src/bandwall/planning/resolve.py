@@ -61,8 +61,38 @@ def _vec(vec: dict[str, Any], name: str, scalar: Any) -> Any:
     return vec.get(name, scalar)
 
 
+#: Clusters of scalar requests, by request: (the data they were read from, the cluster).
+_CLUSTERS: dict[PlanRequest, tuple[tuple[object, ...], Cluster]] = {}
+_CLUSTERS_MAX = 256
+
+
 def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Cluster:
-    """The request's infrastructure. `vec` holds arrays for vector fields (sweeps)."""
+    """The request's infrastructure. `vec` holds arrays for vector fields (sweeps).
+
+    Pure in the (frozen) request and the catalog, so a scalar request's cluster is kept: a
+    plan resolves it twice (the search, then the result) and compare/scale/the dashboard
+    repeat requests. An entry is used only while the catalog, power table and presets it was
+    read from are still the ones their loaders return (tests and overlays reload them)."""
+    if vec:
+        return _resolve_cluster(req, vec)
+    from bandwall.catalog.power import load_power
+    from bandwall.planning.presets import presets
+
+    data = (load_catalog(), load_power(), presets())
+    try:
+        hit = _CLUSTERS.get(req)
+    except TypeError:  # a field value that cannot be hashed: resolve every time
+        return _resolve_cluster(req, None)
+    if hit is not None and all(a is b for a, b in zip(hit[0], data, strict=True)):
+        return hit[1]
+    cluster = _resolve_cluster(req, None)
+    if len(_CLUSTERS) >= _CLUSTERS_MAX:
+        _CLUSTERS.clear()
+    _CLUSTERS[req] = (data, cluster)
+    return cluster
+
+
+def _resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None) -> Cluster:
     vec = vec or {}
     cat = load_catalog()
     preset = get_preset(req.preset)

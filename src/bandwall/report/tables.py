@@ -10,6 +10,8 @@ import numpy as np
 from rich.table import Table
 
 from bandwall.planning.api import BREAKDOWN_KEYS, Plan
+from bandwall.planning.request import field_flag
+from bandwall.report._keyed import Column, KeyedTable
 from bandwall.report.text import fmt_num
 from bandwall.workloads import Transformer
 
@@ -151,7 +153,57 @@ def plan_tables(plan: Plan) -> list[Table]:
     for k in keys:
         mem.add_column(k or "total", justify="right")
     mem.add_row(*(f"{m[f'memory_{k}_bytes' if k else 'memory_bytes'] / gb:,.1f}" for k in keys))
-    return [head, br, mem]
+    return [head, br, mem, assumptions_table(plan)]
+
+
+def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
+    """The inputs that decide the answer, each with where it came from (an option the user set
+    or the default), so a surprising number can be traced without --json."""
+    from bandwall.model.compute import TRAINING_GEMM_FACTOR
+    from bandwall.model.engine import CHINCHILLA_TOKENS_PER_PARAM
+
+    m, req, w = plan.metrics, plan.request, plan.workload
+    given = req.model_fields_set
+    gb = int(m["global_batch"])
+    gb_src = "--global-batch" if "global_batch" in given else "default"
+    if isinstance(w, Transformer):
+        batch = f"{gb:,} sequences × {w.seq_len:,} = {gb * w.seq_len:,} tokens per step ({gb_src})"
+        budget = (
+            f"{m['tokens']:,.0f} tokens (--tokens)"
+            if "tokens" in given
+            else f"{m['tokens']:,.0f} tokens ({CHINCHILLA_TOKENS_PER_PARAM} per parameter, the "
+            "default; --tokens to change)"
+        )
+    else:
+        batch = f"{gb:,} images per step ({gb_src})"
+        budget = f"{m['samples']:,.0f} images ({m['samples'] / w.dataset_samples:,.3g} epochs)"
+    if "gemm_efficiency" in m:  # the engine reports the efficiency it used
+        gemm = f"{m['gemm_efficiency']:.3f}"
+    elif req.gemm_efficiency is not None:
+        gemm = f"{req.gemm_efficiency:.3f} (--gemm-efficiency)"
+    else:
+        used = plan.cluster.perf.gemm_efficiency * TRAINING_GEMM_FACTOR
+        gemm = (
+            f"{used:.3f} of peak ({plan.cluster.perf.gemm_efficiency:.2f} measured on "
+            f"{plan.cluster.perf.gpu} × {TRAINING_GEMM_FACTOR} fitted; --gemm-efficiency)"
+        )
+    recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
+    return [
+        ("global batch", batch),
+        ("budget", budget),
+        ("GEMM efficiency", gemm),
+        ("precision", f"{req.precision} compute, gradients reduced in {req.reduce_dtype}"),
+        ("recompute", recompute),
+    ]
+
+
+def assumptions_table(plan: Plan) -> Table:
+    t = Table(title="Assumptions that decide the answer", show_header=False)
+    t.add_column("what", no_wrap=True)
+    t.add_column("value", overflow="fold")
+    for k, v in assumption_rows(plan):
+        t.add_row(k, v)
+    return t
 
 
 def budget_text(plan: Plan) -> str:
@@ -272,23 +324,24 @@ def validation_table(rows: list[dict[str, Any]], title: str) -> Table:
     return t
 
 
-def catalog_table(kind: str, cat: Catalog) -> Table:
-    """One kind of catalog entry with the source and date of each."""
+def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
+    """One kind of catalog entry with the source and date of each (keys never split)."""
+    num = Column  # shorthand below: Column(header, whole=True, right=True) for numbers
+
+    def n(header: str) -> Column:
+        return num(header, whole=True, right=True)
+
     if kind == "gpus":
-        t = Table(title="GPUs (dense peak TFLOP/s)")
-        for col in (
-            "name",
-            "fp32",
-            "tf32",
-            "bf16",
-            "fp8",
-            "mem GB",
-            "HBM TB/s",
-            "scale-up",
-            "source",
-            "as of",
-        ):
-            t.add_column(col, overflow="fold")
+        t = KeyedTable(
+            "GPUs (dense peak TFLOP/s)",
+            [
+                Column("name"),
+                *(n(c) for c in ("fp32", "tf32", "bf16", "fp8", "mem GB", "HBM TB/s")),
+                Column("scale-up", whole=True),
+                Column("source"),
+                Column("as of", whole=True),
+            ],
+        )
         for g in cat.gpus.values():
             p = {k.value: v for k, v in g.peak_TFLOPS.items()}
             t.add_row(
@@ -302,22 +355,19 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
             )
         return t
     if kind == "fabrics":
-        t = Table(title="Fabrics (per endpoint, per direction)")
-        for col in (
-            "key",
-            "tier",
-            "Gb/s",
-            "GB/s",
-            "α µs",
-            "jitter µs (mean/σ)",
-            "loss",
-            "RDMA",
-            "in-net",
-            "eff",
-            "source",
-            "as of",
-        ):
-            t.add_column(col, overflow="fold")
+        t = KeyedTable(
+            "Fabrics (per endpoint, per direction)",
+            [
+                Column("key"),
+                Column("tier", whole=True),
+                *(n(c) for c in ("Gb/s", "GB/s", "α µs", "jitter µs (mean/σ)", "loss")),
+                Column("RDMA", whole=True),
+                Column("in-net", whole=True),
+                n("eff"),
+                Column("source"),
+                Column("as of", whole=True),
+            ],
+        )
         for f in cat.fabrics.values():
             t.add_row(
                 f.key,
@@ -337,16 +387,28 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
     if kind == "power":
         from bandwall.catalog.power import power_table
 
-        t = Table(title="Power, PUE and grid (energy model)")
-        for col in ("kind", "key", "values", "source", "as of"):
-            t.add_column(col, overflow="fold")
+        t = KeyedTable(
+            "Power, PUE and grid (energy model)",
+            [
+                Column("key"),
+                Column("kind", whole=True),
+                Column("values"),
+                Column("source"),
+                Column("as of", whole=True),
+            ],
+        )
         for r in power_table():
-            t.add_row(r["kind"], r["key"], r["values"], r["source"], str(r["as_of"]))
+            t.add_row(r["key"], r["kind"], r["values"], r["source"], str(r["as_of"]))
         return t
     if kind == "perf":
-        t = Table(title="Achieved rates (compute model)")
-        for col in ("GPU", "MiB", "GEMM", "attention", "HBM", "SMs", "source"):
-            t.add_column(col, overflow="fold")
+        t = KeyedTable(
+            "Achieved rates (compute model)",
+            [
+                Column("GPU"),
+                *(n(c) for c in ("MiB", "GEMM", "attention", "HBM", "SMs")),
+                Column("source"),
+            ],
+        )
         for perf in cat.perf.values():
             t.add_row(
                 perf.gpu,
@@ -359,9 +421,15 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
             )
         return t
     if kind == "failures":
-        t = Table(title="Failure rates (per component-hour)")
-        for col in ("key", "GPU", "node", "NIC", "link", "source", "as of"):
-            t.add_column(col, overflow="fold")
+        t = KeyedTable(
+            "Failure rates (per component-hour)",
+            [
+                Column("key"),
+                *(n(c) for c in ("GPU", "node", "NIC", "link")),
+                Column("source"),
+                Column("as of", whole=True),
+            ],
+        )
         for fail in cat.failures.values():
             t.add_row(
                 fail.key,
@@ -373,18 +441,19 @@ def catalog_table(kind: str, cat: Catalog) -> Table:
                 str(fail.as_of),
             )
         return t
-    t = Table(title="Providers ($ per GPU-hour, on demand)")
-    for col in (
-        "key",
-        "kind",
-        "scale-out",
-        "virt. overhead",
-        "egress $/GB",
-        "prices",
-        "source",
-        "as of",
-    ):
-        t.add_column(col, overflow="fold")
+    t = KeyedTable(
+        "Providers ($ per GPU-hour, on demand)",
+        [
+            Column("key"),
+            Column("kind", whole=True),
+            Column("scale-out", whole=True),
+            n("virt. overhead"),
+            n("egress $/GB"),
+            Column("prices"),
+            Column("source"),
+            Column("as of", whole=True),
+        ],
+    )
     for prov in cat.providers.values():
         prices = "; ".join(f"{r.gpu} {r.low:.2f}-{r.high:.2f}" for r in prov.prices)
         t.add_row(
@@ -427,10 +496,18 @@ def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
     return table
 
 
-def models_table(rows: list[dict[str, Any]]) -> Table:
-    t = Table(title="Workloads")
-    for col in ("key", "name", "params (B)", "active (B)", "train GFLOP/sample", "source"):
-        t.add_column(col, overflow="fold")
+def models_table(rows: list[dict[str, Any]]) -> KeyedTable:
+    t = KeyedTable(
+        "Workloads",
+        [
+            Column("key"),
+            Column("name"),
+            Column("params (B)", whole=True, right=True),
+            Column("active (B)", whole=True, right=True),
+            Column("train GFLOP/sample", whole=True, right=True),
+            Column("source"),
+        ],
+    )
     for r in rows:
         t.add_row(
             str(r["key"]),
@@ -443,10 +520,18 @@ def models_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
-def presets_table(rows: list[dict[str, Any]]) -> Table:
-    t = Table(title="Presets")
-    for col in ("key", "provider", "scale-out", "NICs/node", "sites", "description"):
-        t.add_column(col, overflow="fold")
+def presets_table(rows: list[dict[str, Any]]) -> KeyedTable:
+    t = KeyedTable(
+        "Presets",
+        [
+            Column("key"),
+            Column("provider", whole=True),
+            Column("scale-out", whole=True),
+            Column("NICs/node", whole=True, right=True),
+            Column("sites", whole=True, right=True),
+            Column("description"),
+        ],
+    )
     for p in rows:
         t.add_row(
             p["key"],
@@ -476,6 +561,47 @@ def run_validation_table(rows: list[dict[str, Any]], title: str) -> Table:
             "yes" if r["used"] else "no",
         )
     return t
+
+
+def sweep_table(table: dict[str, np.ndarray], axes: list[str], top: int) -> KeyedTable:
+    """The `top` fastest-to-train rows of a sweep that are valid and fit, one per grid point
+    (all rows: `sweep --csv` or `-o FILE`)."""
+    ok = np.flatnonzero(np.asarray(table["valid"], bool) & np.asarray(table["fits"], bool))
+    order = ok[np.argsort(np.asarray(table["time_to_train_s"], float)[ok], kind="stable")]
+    rows = len(table["valid"])
+    t = KeyedTable(
+        f"Sweep: the {min(top, len(order)):,} fastest of {len(ok):,} fitting rows "
+        f"({rows:,} in all; --csv or -o FILE for every row)",
+        [
+            Column("#", whole=True, right=True),
+            Column("point"),
+            Column("layout"),
+            Column("step", whole=True, right=True),
+            Column("MFU", whole=True, right=True),
+            Column("to train", whole=True, right=True),
+            Column("cost", whole=True, right=True),
+        ],
+    )
+    for rank, i in enumerate(order[:top], start=1):
+        point = " ".join(f"{field_flag(a)}={_cell(table[a][i])}{_unit(a)}" for a in axes) or "-"
+        layout = {k: int(table[k][i]) for k in ("tp", "pp", "cp", "ep", "dp", "zero")}
+        layout["virtual_stages"] = int(table["virtual_stages"][i])
+        t.add_row(
+            f"{rank:,}",
+            point,
+            _short_layout(layout),
+            format_duration(float(table["step_time_s"][i])),
+            f"{float(table['mfu'][i]):.1%}",
+            format_duration(float(table["time_to_train_s"][i])),
+            _money(float(table["cost_usd"][i])),
+        )
+    return t
+
+
+def _unit(field: str) -> str:
+    """The unit a field's name ends in (`bandwidth_Gbps` → `Gbps`), to print after a value."""
+    unit = field.rsplit("_", 1)[-1]
+    return unit if "_" in field and unit in ("Gbps", "GBps", "s", "us", "ms", "MiB") else ""
 
 
 def write_table(table: dict[str, np.ndarray], path: str | None) -> None:

@@ -9,9 +9,10 @@ from typing import Any
 
 from rich.console import Console
 
-#: Piped output gets a wide fixed width so tables are not folded into unreadable columns.
-console = Console(highlight=False, soft_wrap=False)
-err_console = Console(stderr=True, highlight=False)
+#: No markup: every string printed is data (a hint like `pip install 'bandwall[bench]'` must
+#: keep its brackets, which Rich would read as a style tag and drop).
+console = Console(highlight=False, soft_wrap=False, markup=False)
+err_console = Console(stderr=True, highlight=False, markup=False)
 
 
 def json_safe(value: Any) -> Any:

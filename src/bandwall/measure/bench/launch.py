@@ -68,6 +68,23 @@ def _quiet(debug: bool) -> Iterator[None]:
             os.environ["TORCH_CPP_LOG_LEVEL"] = old_env
 
 
+@contextlib.contextmanager
+def _temp_dir(folder: str) -> Iterator[None]:
+    """The temp dir, for this process and the ranks it spawns, is `folder` (removed after):
+    torch leaves files there when a rank dies (pytorch-errorfile-*.pickle) and makes its
+    inductor cache there (torchinductor_USER), none of which outlives the run."""
+    old_env, old_dir = os.environ.get("TMPDIR"), tempfile.tempdir
+    os.environ["TMPDIR"] = tempfile.tempdir = folder
+    try:
+        yield
+    finally:
+        tempfile.tempdir = old_dir
+        if old_env is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = old_env
+
+
 def run_local(
     cfg: BenchConfig, nprocs: int, worker: Any = bench_worker, worker_args: tuple[Any, ...] = ()
 ) -> dict[str, Any]:
@@ -79,16 +96,21 @@ def run_local(
     with Store(cfg.db):  # a bad --db is one line now, not a failed rank after the spawn
         pass
     try:
+        from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
         from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
         from torch.distributed.launcher.api import LaunchConfig, elastic_launch
     except ImportError:
         raise BenchmarkError(
-            "torch is not installed; pip install 'bandwall[bench]' (pins torch==2.13.0)"
+            "torch is not installed; pip install 'bandwall[bench]' (torch>=2.4,<3: a "
+            "cluster keeps the CUDA build it has)"
         ) from None
     token = uuid.uuid4().hex
     os.environ["BANDWALL_RUN_TOKEN"] = token
     diag = tempfile.mkdtemp(prefix="bandwall-diag-")
     os.environ["BANDWALL_DIAG_DIR"] = diag
+    # the agent's per-rank logs and error files: in a folder of ours, removed below (left to
+    # itself it makes a torchelastic_* folder in the temp dir per run and never removes it)
+    logs = tempfile.mkdtemp(prefix="bandwall-ranks-")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     config = LaunchConfig(
         min_nodes=1,
@@ -100,9 +122,10 @@ def run_local(
         max_restarts=0,
         monitor_interval=0.2,
         start_method="spawn",
+        logs_specs=DefaultLogsSpecs(log_dir=logs),
     )
     try:
-        with _quiet(cfg.debug):
+        with _quiet(cfg.debug), _temp_dir(logs):
             results = elastic_launch(config, worker)(cfg, *worker_args)
     except ChildFailedError as exc:
         if cfg.debug:
@@ -114,6 +137,7 @@ def run_local(
     finally:
         os.environ.pop("BANDWALL_DIAG_DIR", None)
         shutil.rmtree(diag, ignore_errors=True)
+        shutil.rmtree(logs, ignore_errors=True)
     out = results.get(0)
     if not out:
         raise BenchmarkError("rank 0 returned no results")
@@ -258,8 +282,7 @@ def slurm_script(
 ) -> str:
     """An sbatch script: one torchrun per node, rendezvous on the first node (c10d). With
     `image`, srun runs it in that container (pyxis/enroot `--container-image`)."""
-    if nodes < 1 or gpus_per_node < 1:
-        raise ConfigError("needs --nodes >= 1 and --gpus-per-node >= 1", field="nodes")
+    check_counts(nodes, gpus_per_node)
     args = shlex.join(_command_args(command))
     if partition is not None and not _SLURM_PARTITION.fullmatch(partition):
         raise ConfigError(
@@ -280,39 +303,108 @@ def slurm_script(
 #SBATCH --cpus-per-task=16
 #SBATCH --time={time_limit}
 {part}#SBATCH --output=bandwall-%j.out
-# Container: the image built from bandwall's Dockerfile (default {DEFAULT_IMAGE}); pass
-# `bandwall launch slurm --image REF` to run through pyxis/enroot, else bandwall[bench] must
-# be installed on the nodes.
+# Container: the image bandwall's Dockerfile builds (default {DEFAULT_IMAGE});
+# pass `bandwall launch slurm --image REF` to run through pyxis/enroot, else
+# bandwall[bench] must be installed on the nodes.
 set -euo pipefail
 head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 export OMP_NUM_THREADS=1
 srun{container} torchrun \\
     --nnodes={nodes} --nproc-per-node={gpus_per_node} \\
-    --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d --rdzv-endpoint="$head_node:29500" \\
+    --rdzv-id="$SLURM_JOB_ID" --rdzv-backend=c10d \\
+    --rdzv-endpoint="$head_node:29500" \\
     -m bandwall {args}
 """
 
 
-def k8s_job(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> dict[str, Any]:
+#: Bounds of a launch: more nodes than any cluster has, or GPUs than any node, is a typo.
+MAX_NODES = 65_536
+MAX_GPUS_PER_NODE = 64
+#: The RDMA device plugin resource a pod asks for to open the node's HCAs: the name NVIDIA's
+#: Network Operator gives its shared RDMA device plugin by default (resourcePrefix "rdma",
+#: resourceName "rdma_shared_device_a"; Mellanox/k8s-rdma-shared-dev-plugin README,
+#: github.com/Mellanox/k8s-rdma-shared-dev-plugin, read 2026-12-03).
+DEFAULT_RDMA_RESOURCE = "rdma/rdma_shared_device_a"
+#: Where the image keeps its results database (the Dockerfile's BANDWALL_DB).
+RESULTS_DIR = "/home/bandwall/results"
+#: The image's user (Dockerfile `useradd --uid 10001`): owns the results volume via fsGroup.
+IMAGE_UID = 10001
+_RESOURCE = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[a-zA-Z0-9]([-_.a-zA-Z0-9]*[a-zA-Z0-9])?$"
+)
+_CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?)?$")
+
+
+def check_counts(nodes: int, gpus_per_node: int) -> None:
+    if not 1 <= nodes <= MAX_NODES:
+        raise ConfigError(f"must be 1 to {MAX_NODES:,}, got {nodes:,}", field="nodes")
+    if not 1 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise ConfigError(
+            f"must be 1 to {MAX_GPUS_PER_NODE}, got {gpus_per_node:,}", field="gpus_per_node"
+        )
+
+
+def k8s_job(
+    nodes: int,
+    gpus_per_node: int,
+    command: str,
+    image: str,
+    name: str,
+    *,
+    rdma_resource: str | None = DEFAULT_RDMA_RESOURCE,
+    shm_size: str = "16Gi",
+    results_claim: str | None = None,
+) -> dict[str, Any]:
     """A Kubeflow PyTorchJob (kubeflow.org/v1) as data: the training operator sets the
-    torchrun environment (MASTER_ADDR, RANK, ...) in every replica."""
-    if nodes < 1 or gpus_per_node < 1:
-        raise ConfigError("needs --nodes >= 1 and --gpus-per-node >= 1", field="nodes")
+    torchrun environment (MASTER_ADDR, RANK, ...) in every replica.
+
+    What a cluster needs for NCCL to run at speed, and for results to outlive the pod:
+    /dev/shm as a memory-backed emptyDir (the container default of 64 MiB is too small for
+    NCCL's shared-memory transport), the RDMA device plugin's resource and the IPC_LOCK
+    capability (RDMA pins memory), and on the master (rank 0 writes the results database) a
+    PersistentVolumeClaim mounted where the image's BANDWALL_DB points.
+    """
+    check_counts(nodes, gpus_per_node)
     if not _K8S_NAME.fullmatch(name):
         raise ConfigError(
             f"{name!r} is not a Kubernetes name: lower-case letters, digits and '-', starting "
             "with a letter, at most 40 characters",
             field="name",
         )
+    if rdma_resource is not None and not _RESOURCE.fullmatch(rdma_resource):
+        raise ConfigError(
+            f"{rdma_resource!r} is not a resource name (e.g. {DEFAULT_RDMA_RESOURCE}, or none)",
+            field="rdma_resource",
+        )
+    if not _QUANTITY.fullmatch(shm_size):
+        raise ConfigError(f"{shm_size!r} is not a size such as 16Gi", field="shm_size")
+    claim = results_claim or f"{name}-results"
+    if not _CLAIM.fullmatch(claim):
+        raise ConfigError(
+            f"{claim!r} is not a claim name (lower-case letters, digits, '-', at most 63)",
+            field="results_claim",
+        )
     args = _command_args(command)
     check_image(image)
+    limits: dict[str, Any] = {"nvidia.com/gpu": gpus_per_node}
+    if rdma_resource is not None:
+        limits[rdma_resource] = 1
 
-    def replica(count: int) -> dict[str, Any]:
+    def replica(count: int, master: bool) -> dict[str, Any]:
+        mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+        volumes: list[dict[str, Any]] = [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}}
+        ]
+        if master:
+            mounts.append({"name": "results", "mountPath": RESULTS_DIR})
+            volumes.append({"name": "results", "persistentVolumeClaim": {"claimName": claim}})
         return {
             "replicas": count,
             "restartPolicy": "Never",
             "template": {
                 "spec": {
+                    "securityContext": {"fsGroup": IMAGE_UID},
                     "containers": [
                         {
                             "name": "pytorch",
@@ -324,21 +416,35 @@ def k8s_job(nodes: int, gpus_per_node: int, command: str, image: str, name: str)
                                 "bandwall",
                             ],
                             "args": args,
-                            "resources": {"limits": {"nvidia.com/gpu": gpus_per_node}},
+                            "env": [{"name": "BANDWALL_DB", "value": f"{RESULTS_DIR}/results.db"}],
+                            "resources": {"limits": limits},
+                            "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                            "volumeMounts": mounts,
                         }
-                    ]
+                    ],
+                    "volumes": volumes,
                 }
             },
         }
 
-    specs = {"Master": replica(1)}
+    specs = {"Master": replica(1, True)}
     if nodes > 1:
-        specs["Worker"] = replica(nodes - 1)
+        specs["Worker"] = replica(nodes - 1, False)
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name},
         "spec": {"nprocPerNode": str(gpus_per_node), "pytorchReplicaSpecs": specs},
+    }
+
+
+def results_claim(name: str, size: str = "1Gi") -> dict[str, Any]:
+    """The PersistentVolumeClaim the master's results database lives on (one writer)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
     }
 
 
@@ -387,11 +493,38 @@ def _scalar(v: Any) -> str:
     return json.dumps(text)
 
 
-def k8s_manifest(nodes: int, gpus_per_node: int, command: str, image: str, name: str) -> str:
+def k8s_manifest(
+    nodes: int,
+    gpus_per_node: int,
+    command: str,
+    image: str,
+    name: str,
+    *,
+    rdma_resource: str | None = DEFAULT_RDMA_RESOURCE,
+    shm_size: str = "16Gi",
+    results_claim_name: str | None = None,
+) -> str:
+    """The PyTorchJob, preceded by the claim for its results unless an existing one is named.
+
+    `kubectl apply -f -` reads both documents; `kubectl cp` or any pod mounting the claim
+    reads the results after the job's pods are gone."""
     head = (
         "# bandwall PyTorchJob (Kubeflow training operator). The image is bandwall's\n"
         "# Dockerfile built on a CUDA base with the bench extra, e.g.\n"
         "#   docker build --build-arg BASE_IMAGE=nvidia/cuda:12.6.3-runtime-ubuntu24.04 \\\n"
         "#     --build-arg EXTRAS=bench,web -t REGISTRY/bandwall:TAG .\n"
+        f"# Needs the NVIDIA GPU and RDMA device plugins ({rdma_resource or 'RDMA off'}).\n"
+        f"# Results: {RESULTS_DIR}/results.db of the master, on a volume claim.\n"
     )
-    return head + to_yaml(k8s_job(nodes, gpus_per_node, command, image, name)) + "\n"
+    job = k8s_job(
+        nodes,
+        gpus_per_node,
+        command,
+        image,
+        name,
+        rdma_resource=rdma_resource,
+        shm_size=shm_size,
+        results_claim=results_claim_name,
+    )
+    docs = [] if results_claim_name else [results_claim(f"{name}-results")]
+    return head + "".join(f"---\n{to_yaml(d)}\n" for d in [*docs, job])

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import platform
 import re
@@ -67,7 +68,8 @@ def _torch() -> Any:
         import torch
     except ImportError:
         raise BenchmarkError(
-            "torch is not installed; pip install 'bandwall[bench]' (pins torch==2.13.0)"
+            "torch is not installed; pip install 'bandwall[bench]' (torch>=2.4,<3: a "
+            "cluster keeps the CUDA build it has)"
         ) from None
     return torch
 
@@ -207,9 +209,9 @@ class _Buffers:
         if op is Op.ALL_REDUCE:
             dist.all_reduce(self.send)
         elif op is Op.ALL_GATHER:
-            _ALL_GATHER(self.recv, self.send)
+            _gather_scatter_fns()[0](self.recv, self.send)
         elif op is Op.REDUCE_SCATTER:
-            _REDUCE_SCATTER(self.recv, self.send)
+            _gather_scatter_fns()[1](self.recv, self.send)
         elif op is Op.ALL_TO_ALL:
             dist.all_to_all_single(self.recv, self.send)
         elif op is Op.BROADCAST:
@@ -225,8 +227,11 @@ class _Buffers:
                 req.wait()
 
 
+@functools.cache
 def _gather_scatter_fns() -> tuple[Any, Any]:
-    """torch 2.13 renamed the flat-tensor collectives; use whichever this torch has."""
+    """torch 2.13 renamed the flat-tensor collectives; use whichever this torch has. Looked
+    up on first use: importing torch takes seconds, and `results`, `import` and the dashboard
+    import this module without running a collective."""
     try:
         import torch.distributed as dist
     except ImportError:
@@ -234,9 +239,6 @@ def _gather_scatter_fns() -> tuple[Any, Any]:
     ag = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
     rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
     return ag, rs
-
-
-_ALL_GATHER, _REDUCE_SCATTER = _gather_scatter_fns()
 
 
 def count_wrong(got: Any, want: Any | None) -> int:
@@ -379,12 +381,18 @@ def _measure_link(
 
 
 def _record(fn: Any) -> Any:
-    """torch elastic's @record: a failing rank writes its error where the launcher reads it."""
-    try:
-        from torch.distributed.elastic.multiprocessing.errors import record
-    except ImportError:
-        return fn
-    return record(fn)
+    """torch elastic's @record: a failing rank writes its error where the launcher reads it.
+    Applied when the rank runs, so importing this module does not import torch (seconds)."""
+
+    @functools.wraps(fn)
+    def rank(*args: Any, **kwargs: Any) -> Any:
+        try:
+            from torch.distributed.elastic.multiprocessing.errors import record
+        except ImportError:
+            return fn(*args, **kwargs)
+        return record(fn)(*args, **kwargs)
+
+    return rank
 
 
 def modes(cfg: BenchConfig) -> tuple[bool, ...]:

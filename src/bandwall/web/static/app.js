@@ -94,8 +94,19 @@ function defaultText(prop) {
   return prop.default === null || prop.default === undefined ? "" : String(prop.default);
 }
 
+// A nullable boolean has three states (unset: the fabric's or preset's choice, on, off): a
+// checkbox could only send false, which is not what the CLI does when the flag is left out.
+function triState(name, prop) {
+  const sel = el("select", {id: name, name, "data-tristate": true});
+  sel.append(el("option", {value: ""}, "(" + emptyText(name, prop) + ")"),
+             el("option", {value: "true"}, "on"), el("option", {value: "false"}, "off"));
+  sel.value = defaultText(prop);
+  return sel;
+}
+
 function input(name, prop) {
   const kind = prop["x-kind"];
+  if (kind === "boolean" && prop["x-nullable"]) return triState(name, prop);
   if (kind === "boolean") {
     return el("input", {id: name, name, type: "checkbox", checked: prop.default === true});
   }
@@ -127,7 +138,7 @@ function buildForm() {
     const help = el("small", {class: "help"}, prop.description || "");
     const error = el("span", {class: "field-error", id: name + "-error", role: "alert"});
     const control = input(name, prop);
-    const row = kind === "boolean"
+    const row = kind === "boolean" && control.type === "checkbox"
       ? el("div", {class: "field check", "data-field": name},
            el("label", {for: name}, control, " " + label(name)), help, error)
       : el("div", {class: "field", "data-field": name},
@@ -150,10 +161,16 @@ function rawValue(name) {
   return c.type === "checkbox" ? String(c.checked) : c.value.trim();
 }
 
+// A value a select does not offer (an address with ?preset=ai-factory) is kept as typed, in
+// an option marked unknown, so it is sent and refused next to its field: never silently
+// replaced by another value.
 function setRaw(name, value) {
   const c = control(name);
-  if (c.type === "checkbox") c.checked = value === "true" || value === "1" || value === "on";
-  else c.value = value;
+  if (c.type === "checkbox") { c.checked = value === "true" || value === "1" || value === "on"; return; }
+  if (c.tagName === "SELECT" && ![...c.options].some((o) => o.value === value)) {
+    c.append(el("option", {value, "data-unknown": true}, value + " (unknown)"));
+  }
+  c.value = value;
 }
 
 // Only what differs from the schema's defaults goes into the request and the URL.
@@ -241,6 +258,11 @@ function showError(body) {
   }
   $("status").textContent = "error: " + (text.join("; ") || JSON.stringify(body));
   $("status").className = "error";
+  // bring the first field named into view (the form can be long), else the status line
+  const first = lines.find(({field}) => field && SCHEMA.properties[field]);
+  const target = first ? control(first.field) : $("status");
+  target.scrollIntoView({block: "center"});
+  if (first) target.focus({preventScroll: true});
 }
 
 function drawChart(breakdown, step) {
