@@ -35,7 +35,9 @@ def _print_text(diag: Any) -> None:
     console.print(
         f"bandwall doctor: {len(diag.inputs)} file(s) — "
         + ", ".join(
-            f"{kinds.count(k)} {k}" for k in ("nccl-log", "nccl-tests", "trace") if k in kinds
+            f"{kinds.count(k)} {k}"
+            for k in ("nccl-log", "nccl-tests", "trace", "training-log")
+            if k in kinds
         )
         or "nothing understood"
     )
@@ -101,6 +103,8 @@ def _print_text(diag: Any) -> None:
             f"(measured {_ms(p['measured_exposed_comm_s'])})",
             markup=False,
         )
+    for t in diag.training:
+        console.print("\n" + "\n".join(t["text"]), markup=False, highlight=False)
     for i in diag.inputs:
         for n in i.notes:
             err_console.print(f"{i.path}: {n}", markup=False, soft_wrap=True)
@@ -108,13 +112,14 @@ def _print_text(diag: Any) -> None:
         err_console.print(f"note: {n}", markup=False, soft_wrap=True)
 
 
-@with_request_options()
+@with_request_options(configs=True)
 def doctor(
     fields: dict[str, Any],
     paths: Annotated[
         list[str],
         typer.Argument(
             help="NCCL debug logs, nccl-tests output, torch.profiler traces (.json, .json.gz), "
+            "training logs (Megatron-LM, NeMo, torchtitan, DeepSpeed, HF Trainer, Lightning), "
             "or folders of them."
         ),
     ],

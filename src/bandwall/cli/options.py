@@ -104,32 +104,74 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     )
 
 
+FROM_PARAMETER = inspect.Parameter(
+    "from_files",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=None,
+    annotation=Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="Read the job from a framework's own files (repeatable): a Megatron-LM "
+            "script or log, NeMo YAML, torchtitan TOML, DeepSpeed JSON, HuggingFace "
+            "config.json, a Slurm/torchrun launch line. Options given here override them.",
+            show_default=False,
+        ),
+    ],
+)
+
+
+def with_configs(files: list[str] | None, fields: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """`fields` under the settings `--from` files give (the command line wins), and what was
+    read (None without files); the report of what was read, defaulted and ignored goes to
+    stderr."""
+    if not files:
+        return fields, None
+    from bandwall.planning.from_config import read_configs
+    from bandwall.planning.from_config.report import render
+    from bandwall.report.text import err_console
+
+    result = read_configs(files, fields)
+    for line in render(result):
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return result.merged(fields), result
+
+
 def with_request_options(
-    *, skip: tuple[str, ...] = (), multi: bool = False, names: list[str] | None = None
+    *,
+    skip: tuple[str, ...] = (),
+    multi: bool = False,
+    names: list[str] | None = None,
+    configs: bool = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command taking `fields: dict` one option per request field (`names`, default
     every plan-request field).
 
-    `multi` (sweep) lets every option take a comma list, and vector fields a range.
+    `multi` (sweep) lets every option take a comma list, and vector fields a range; `configs`
+    adds `--from FILE` (framework configs merged under the options, `with_configs`; a command
+    with a `from_result` parameter also gets what was read).
     """
     names = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [
-            p
-            for p in inspect.signature(fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
+        params = inspect.signature(fn, eval_str=True).parameters
+        own = [p for p in params.values() if p.name not in ("fields", "from_result")]
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             fields = {k: kwargs.pop(k) for k in names if kwargs.get(k) is not None}
             for k in names:
                 kwargs.pop(k, None)
+            if configs:
+                fields, result = with_configs(kwargs.pop("from_files", None), fields)
+                if "from_result" in params:
+                    kwargs["from_result"] = result
             fn(fields=fields, **kwargs)
 
+        extra = [FROM_PARAMETER] if configs else []
         wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-            own + [option_parameter(n, multi) for n in names]
+            own + extra + [option_parameter(n, multi) for n in names]
         )
         return wrapper
 

@@ -21,6 +21,7 @@ from bandwall.measure.doctor.compare import busbw_comparison, infer_layout, plan
 from bandwall.measure.doctor.findings import SEVERITIES, Finding, log_findings
 from bandwall.measure.doctor.nccl_log import NcclLog, parse_nccl_log
 from bandwall.measure.doctor.trace import JobTrace, analyze_job
+from bandwall.measure.importers import run_compare
 
 SNIFF_BYTES = 1 << 16
 _NCCL_TESTS_HEADER = re.compile(r"#\s+size\s+count\s", re.IGNORECASE)
@@ -49,6 +50,8 @@ class Diagnosis:
     plan: dict[str, Any] | None = None
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    training: list[dict[str, Any]] = field(default_factory=list)
+    """Training logs against the model (bandwall.measure.importers.run_compare)."""
 
     @property
     def step_s(self) -> float | None:
@@ -117,6 +120,7 @@ class Diagnosis:
                 ],
             },
             "plan": self.plan,
+            "training": self.training,
             "notes": self.notes,
         }
 
@@ -469,6 +473,11 @@ def diagnose(
                 + (f"; {log.foreign:,} other line(s) skipped" if log.foreign else "")
             )
         _nccl_tests(path, log if found else None, opts, diag, item)
+        trained = run_compare.doctor_hook(path, item, request, {"gpu": gpu} if gpu else {})
+        if trained is not None:
+            diag.training.append(trained[0])
+            if trained[1] is not None:
+                diag.findings.append(Finding(**trained[1]))
         if not item.kinds:
             with _read_lines(path) as fh:
                 first = next((line.strip() for line in fh if line.strip()), "")
