@@ -273,6 +273,15 @@ def create_app(
 
         return ok(plan(q).to_json())
 
+    from bandwall.web.from_config import FromConfigBody, request_from_files
+
+    @app.post(
+        "/api/from-config",
+        summary="The plan request a framework's own config files describe (upload)",
+    )
+    def api_from_config(q: FromConfigBody) -> JSONResponse:
+        return ok(request_from_files(q))
+
     @app.post("/api/compare", summary="The same job on several presets")
     def api_compare(q: CompareQuery) -> JSONResponse:
         from bandwall.planning.api import compare

@@ -311,6 +311,9 @@ def compare(log: TrainingLog, request: Any, *, changes: bool = True) -> Comparis
         gap_factor=None,
     )
     out.rows = _rows(summary, step, m, gpu_peak)
+    if summary.timers_ms:
+        phases = ", ".join(f"{k} {v:,.1f}" for k, v in list(summary.timers_ms.items())[:8])
+        out.notes.append(f"DeepSpeed timers, median ms: {phases}")
     if summary.global_batch and int(summary.global_batch) != int(m["global_batch"]):
         out.notes.append(
             f"the log's global batch {summary.global_batch:,} differs from the plan's "

@@ -12,7 +12,7 @@ Formats, each recognised line by line (linear-time patterns on lines safeio has 
 - DeepSpeed: the throughput timer (`epoch=E/micro_step=M/global_step=N, RunningAvgSamplesPerSec=X,
   CurrSamplesPerSec=X, MemAllocated=XGB, MaxMemAllocated=XGB`), `step=N, skipped=K` lines,
   loss-scale overflows, and the `wall_clock_breakdown` timers (`time (ms) | fwd: X | bwd: X |
-  step: X`);
+  step: X`, kept per phase: with an overlapped optimizer step they do not add up to the step);
 - HuggingFace Trainer: its header (batch sizes, total steps), tqdm progress (`X s/it`,
   `X it/s`), `{'loss': ...}` and `{'train_runtime': ...}` lines;
 - PyTorch Lightning / NeMo 1 progress bars (`N/M [elapsed<left, X it/s, loss=..., ...]`).
@@ -207,7 +207,7 @@ def _torchtitan(line: str, number: int, rank: int | None) -> Step | None:
             s.mfu = v / 100
         elif key == "loss":
             s.loss = v
-    return s
+    return s if s.tokens_per_s_per_gpu is not None else None
 
 
 def _deepspeed(line: str, number: int, rank: int | None, log: TrainingLog) -> Step | None:
@@ -239,14 +239,6 @@ def _deepspeed(line: str, number: int, rank: int | None, log: TrainingLog) -> St
                     continue
         for key, value in timers.items():
             log.timers_ms.setdefault(key, []).append(value)
-        if {"fwd", "bwd", "step"} <= set(timers):
-            # one optimizer step of wall_clock_breakdown: forward, backward (with its
-            # reduction) and the optimizer step, summed over the micro-steps
-            done = sum(1 for x in log.steps if "fwd" in x.terms_s)
-            s = Step(done + 1, number, rank)
-            s.terms_s = {k: v / 1e3 for k, v in timers.items()}
-            s.step_time_s = (timers["fwd"] + timers["bwd"] + timers["step"]) / 1e3
-            return s
     return None
 
 
@@ -331,13 +323,12 @@ def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
 def _hf_dict(line: str, number: int, log: TrainingLog) -> None:
     m = re.search(rf"'train_runtime':\s*({_NUM})", line)
     total = log.header.get("Total optimization steps")
-    if m and total:
+    if m and total and not any("train_runtime" in n for n in log.notes):
         runtime = _num(m.group(1))
-        s = Step(total, number, None, step_time_s=runtime / total)
-        log.steps.append(s)
+        # an average over every step, the first slower ones included: a note, not a step
         log.notes.append(
-            f"line {number}: train_runtime {runtime:,.1f} s over {total:,} steps "
-            "(includes the first, slower steps)"
+            f"line {number}: train_runtime {runtime:,.1f} s over {total:,} steps, "
+            f"{runtime / total:,.3g} s per step on average"
         )
 
 
@@ -368,7 +359,11 @@ def _fill_from_timestamps(log: TrainingLog) -> None:
     """Step times from the timestamps of consecutive steps, where the lines give rates only
     (DeepSpeed's throughput timer logs samples/s every N steps)."""
     timed = sorted(
-        (s for s in log.steps if s.timestamp is not None and s.step_time_s is None),
+        (
+            s
+            for s in log.steps
+            if s.timestamp is not None and s.step_time_s is None and s.samples_per_s is not None
+        ),
         key=lambda s: (s.step, s.timestamp or 0.0),
     )
     last: Step | None = None

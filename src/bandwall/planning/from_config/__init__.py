@@ -303,8 +303,8 @@ def read_configs(paths: Iterable[str], given: Mapping[str, Any] | None = None) -
     for spec in FORMATS:
         if spec.name not in by_fmt:
             continue
-        values = Values(merge_entries(by_fmt[spec.name], spec.table))
         mapped = Mapped()
+        values = Values(merge_entries(by_fmt[spec.name], spec.table, mapped.ignored))
         apply_table(spec.name, spec.table, values, mapped)
         state.append((spec, values, mapped))
     ctx: Context = {}
@@ -319,6 +319,7 @@ def read_configs(paths: Iterable[str], given: Mapping[str, Any] | None = None) -
             if a.field not in given:
                 ctx.setdefault(a.field, a.value)
         leftovers(spec.table, values, mapped, spec.unknown)
+        _account(values, mapped)
         results.append((spec.name, mapped, defaults))
         result.ignored += mapped.ignored
         result.notes += mapped.notes
@@ -326,6 +327,21 @@ def read_configs(paths: Iterable[str], given: Mapping[str, Any] | None = None) -
     problems = [p for _, m, _ in results for p in m.problems if p.field not in given]
     if problems:
         raise problems[0].error()
+    for _, m, _ in results:  # settled by the command line: listed, not raised
+        result.ignored += [
+            Ignored(p.src, f"the command line gives --{p.field.replace('_', '-')}")
+            for p in m.problems
+            if p.src is not None
+        ]
+    used = {src.file for _, m, _ in results for a in m.assigns for src in a.sources}
+    used |= {p.src.file for _, m, _ in results for p in m.problems if p.src is not None}
+    for path, label in result.files:
+        if path not in used:
+            raise ConfigError(
+                f"{path}: no setting the model uses in this {label} (every key is ignored); "
+                "is it the job's config?",
+                field=FIELD,
+            )
     result.read = [a for a in chosen.values() if a.field not in given]
     result.defaulted = [d for d in defaults if d.field not in given]
     result.overridden = sorted(
@@ -334,6 +350,19 @@ def read_configs(paths: Iterable[str], given: Mapping[str, Any] | None = None) -
     )
     _validate(result)
     return result
+
+
+def _account(values: Values, mapped: Mapped) -> None:
+    """Every entry a rule read without it becoming a field's source is listed too (a Slurm
+    allocation when the launcher gives the process count, an unset `null`), so the report
+    accounts for every key of every file."""
+    seen = {s for a in mapped.assigns for s in a.sources}
+    seen |= {i.src for i in mapped.ignored}
+    seen |= {p.src for p in mapped.problems if p.src is not None}
+    for entry in values.entries.values():
+        if entry.src not in seen:
+            why = "unset (null)" if entry.value is None else "read; another setting decides"
+            mapped.ignored.append(Ignored(entry.src, why))
 
 
 def _validate(result: FromConfig) -> None:

@@ -162,7 +162,7 @@ class Values:
         self, field_name: str, value: Any, *keys: str, note: str = "", fmt: str = ""
     ) -> Assign:
         """An Assign whose sources are `keys` (each marked used)."""
-        srcs = tuple(self.src(k) for k in keys if k in self.entries)
+        srcs = tuple(dict.fromkeys(self.src(k) for k in keys if k in self.entries))
         self.used.update(keys)
         return Assign(field_name, value, srcs, self.level(*keys), note, fmt)
 
@@ -270,20 +270,34 @@ def constant(value: Any) -> Callable[[Any], Any]:
 # --- the engine -----------------------------------------------------------------------------
 
 
-def merge_entries(entries: Iterable[Entry], table: FieldTable | None = None) -> dict[str, Entry]:
+def merge_entries(
+    entries: Iterable[Entry],
+    table: FieldTable | None = None,
+    shadowed: list[Ignored] | None = None,
+) -> dict[str, Entry]:
     """One entry per key: the highest level wins; two different values at the same level are
     an error naming both places when the key matters (a key the model ignores keeps the last:
-    a script may pass `--split train` to one helper and `--split valid` to another)."""
+    a script may pass `--split train` to one helper and `--split valid` to another). Entries
+    that lose go to `shadowed`, saying what overrides them."""
     out: dict[str, Entry] = {}
+    lost = shadowed if shadowed is not None else []
     for e in entries:
         old = out.get(e.key)
-        matters = table is None or isinstance(table.get(e.key), Rule)
-        if old is None or e.level > old.level or (e.level == old.level and not matters):
+        if old is None:
             out[e.key] = e
-        elif e.level == old.level and not same(old.value, e.value):
+        elif e.level > old.level:
+            lost.append(Ignored(old.src, f"overridden by {e.src.describe()}"))
+            out[e.key] = e
+        elif e.level < old.level:
+            lost.append(Ignored(e.src, f"overridden by {old.src.describe()}"))
+        elif same(old.value, e.value):
+            lost.append(Ignored(e.src, f"repeats {old.src.describe()}"))
+        elif table is not None and not isinstance(table.get(e.key), Rule):
+            lost.append(Ignored(old.src, f"replaced by {e.src.describe()}"))
+            out[e.key] = e
+        else:
             raise ConfigError(
-                f"{e.src.where()}: {e.key}={e.src.text or e.value!r} contradicts "
-                f"{old.src.where()}: {old.key}={old.src.text or old.value!r}; "
+                f"{e.src.describe()} contradicts {old.src.describe()}; "
                 "remove one of them, or give the value on the command line",
                 field=FIELD,
             )
@@ -366,7 +380,9 @@ def combine(
             old = chosen.get(a.field)
             if old is None or a.level > old.level:
                 chosen[a.field] = a
-            elif a.level == old.level and not same(old.value, a.value):
+            elif a.level == old.level and same(old.value, a.value):
+                old.sources += tuple(s for s in a.sources if s not in old.sources)
+            elif a.level == old.level:
                 raise ConfigError(
                     f"{_where(a)} gives {a.field} = {a.value!r} but {_where(old)} gives "
                     f"{old.value!r}; remove one, or give --{a.field.replace('_', '-')} on the "

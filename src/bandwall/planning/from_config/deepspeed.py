@@ -212,6 +212,14 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
         )
     why = "pure ZeRO data parallelism"
     defaults += [Default(f, 1, why, FMT) for f in ("tp", "pp", "cp", "ep")]
+    defaults.append(
+        Default(
+            "recompute",
+            "none",
+            "DeepSpeed recomputes only where the model code calls its checkpointing",
+            FMT,
+        )
+    )
     return defaults
 
 

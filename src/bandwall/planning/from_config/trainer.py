@@ -16,7 +16,6 @@ from bandwall.planning.from_config.common import (
     Problem,
     Rule,
     Values,
-    choice,
     constant,
     ignore_reason,
     positive_int,
@@ -71,7 +70,7 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
         mapped.assigns.append(values.assign("zero", zero, "fsdp"))
         mapped.assigns.append(values.assign("stack", "fsdp2", "fsdp", note="FSDP priced as FSDP2"))
     if micro is None:
-        return []
+        return [Default("recompute", "none", "no --gradient_checkpointing", FMT)]
     mapped.assigns.append(values.assign("micro_batch", micro, "per_device_train_batch_size"))
     gpus = ctx.get("gpus")
     model_ranks = int(ctx.get("tp") or 1) * int(ctx.get("pp") or 1)
@@ -101,7 +100,11 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 values.src("per_device_train_batch_size"),
             )
         )
-    return [Default("tp", 1, "data parallelism only", FMT), Default("pp", 1, "", FMT)]
+    return [
+        Default("tp", 1, "data parallelism only", FMT),
+        Default("pp", 1, "data parallelism only", FMT),
+        Default("recompute", "none", "no --gradient_checkpointing", FMT),
+    ]
 
 
 SPEC = FormatSpec(
@@ -112,4 +115,4 @@ SPEC = FormatSpec(
     ignore_reason("a script option the model does not use"),
 )
 
-__all__ = ["SPEC", "TABLE", "choice"]
+__all__ = ["SPEC", "TABLE"]
