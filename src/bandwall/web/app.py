@@ -30,6 +30,7 @@ from bandwall import __version__
 from bandwall.errors import BandwallError
 from bandwall.planning.request import PlanRequest
 from bandwall.report.text import json_safe
+from bandwall.web.from_config import FromConfigBody, request_from_files
 
 if TYPE_CHECKING:
     from bandwall.measure.bench.store import Store
@@ -272,8 +273,6 @@ def create_app(
         from bandwall.planning.api import plan
 
         return ok(plan(q).to_json())
-
-    from bandwall.web.from_config import FromConfigBody, request_from_files
 
     @app.post(
         "/api/from-config",
