@@ -78,9 +78,33 @@ def _groups(value: Any) -> list[tuple[str, Any]]:
     return [("num_query_groups", value), ("group_query_attention", True)]
 
 
-def _key(dest: str) -> Callable[[Any], list[tuple[str, Any]]]:
-    return lambda value: [(dest, value)]
+class _Key:
+    """A NeMo key that is one Megatron argument under another name."""
 
+    def __init__(self, dest: str) -> None:
+        self.dests = (dest,)
+
+    def __call__(self, value: Any) -> list[tuple[str, Any]]:
+        return [(self.dests[0], value)]
+
+
+def _key(dest: str) -> Callable[[Any], list[tuple[str, Any]]]:
+    return _Key(dest)
+
+
+def dests(convert: Callable[[Any], list[tuple[str, Any]]]) -> tuple[str, ...]:
+    """The Megatron arguments a translation sets (for the docs)."""
+    return getattr(convert, "dests", ())
+
+
+for _fn, _dests in (
+    (_precision, ("bf16", "fp16")),
+    (_optimizer, ("use_distributed_optimizer",)),
+    (_fp8, ("fp8",)),
+    (_activation, ("swiglu",)),
+    (_groups, ("num_query_groups", "group_query_attention")),
+):
+    _fn.dests = _dests  # type: ignore[attr-defined]
 
 #: NeMo / Megatron-Bridge key -> the Megatron arguments it sets (destination, value).
 TRANSLATE: dict[str, Callable[[Any], list[tuple[str, Any]]]] = {
@@ -189,4 +213,4 @@ SPEC = FormatSpec(
     ignore_reason("a NeMo option the model does not use"),
 )
 
-__all__ = ["LAUNCH", "SPEC", "TRANSLATE", "translate"]
+__all__ = ["LAUNCH", "SPEC", "TRANSLATE", "dests", "translate"]

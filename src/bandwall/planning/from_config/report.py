@@ -92,3 +92,33 @@ def render(result: FromConfig) -> list[str]:
 
 
 __all__ = ["render"]
+
+
+def mapping_markdown() -> str:
+    """Every format's field table as Markdown (docs/from-config.md holds this verbatim; a test
+    checks they match, so the docs come from the declarations)."""
+    from bandwall.planning.from_config import FORMATS
+    from bandwall.planning.from_config.common import Rule
+    from bandwall.planning.from_config.nemo import LAUNCH, TRANSLATE, dests
+
+    out: list[str] = []
+    for spec in FORMATS:
+        out += [f"### {spec.label} (`{spec.name}`)", "", "| key | request field | note |"]
+        out.append("|---|---|---|")
+        for key, rule in spec.table.items():
+            if isinstance(rule, Rule):
+                target = f"`--{rule.field.replace('_', '-')}`" if rule.field else "(derived)"
+                note = rule.note
+            else:
+                target, note = "ignored", rule
+            out.append(f"| `{key}` | {target} | {note} |")
+        out.append("")
+    out += ["### NeMo keys read as Megatron arguments", "", "| NeMo key | read as |", "|---|---|"]
+    out += [f"| `{k}` | launch `{v}` |" for k, v in LAUNCH.items()]
+    out += [
+        f"| `{k}` | Megatron {', '.join(f'`{d}`' for d in dests(v))} |"
+        for k, v in TRANSLATE.items()
+    ]
+    out.append("| `model.X`, `train.X` (X a Megatron argument) | Megatron `X` |")
+    out.append("")
+    return "\n".join(out)
