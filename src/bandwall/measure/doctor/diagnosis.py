@@ -21,7 +21,6 @@ from bandwall.measure.doctor.compare import busbw_comparison, infer_layout, plan
 from bandwall.measure.doctor.findings import SEVERITIES, Finding, log_findings
 from bandwall.measure.doctor.nccl_log import NcclLog, parse_nccl_log
 from bandwall.measure.doctor.trace import JobTrace, analyze_job
-from bandwall.measure.importers import run_compare
 
 SNIFF_BYTES = 1 << 16
 _NCCL_TESTS_HEADER = re.compile(r"#\s+size\s+count\s", re.IGNORECASE)
@@ -473,6 +472,8 @@ def diagnose(
                 + (f"; {log.foreign:,} other line(s) skipped" if log.foreign else "")
             )
         _nccl_tests(path, log if found else None, opts, diag, item)
+        from bandwall.measure.importers import run_compare
+
         trained = run_compare.doctor_hook(path, item, request, {"gpu": gpu} if gpu else {})
         if trained is not None:
             diag.training.append(trained[0])
