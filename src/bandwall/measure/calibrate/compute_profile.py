@@ -20,7 +20,7 @@ import statistics
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.measure.importers.run_compare import measured_step
+from bandwall.measure.importers.run_compare import step_from
 from bandwall.measure.importers.training_log import Step, TrainingLog, steady_steps
 
 #: Held out: every HOLD_OUT-th step in SHA-256 order (a third).
@@ -39,30 +39,9 @@ def split(steps: list[Step]) -> tuple[list[Step], list[Step]]:
 
 
 def _step_times(steps: list[Step], m: dict[str, float]) -> list[float]:
-    from bandwall.measure.importers.training_log import Summary
-
     out = []
     for s in steps:
-        one = Summary(
-            "",
-            1,
-            [s.step],
-            s.step_time_s,
-            None,
-            None,
-            None,
-            None,
-            s.tokens_per_s_per_gpu,
-            s.samples_per_s,
-            None,
-            None,
-            0,
-            0,
-            None,
-            [],
-            {},
-        )
-        t, _ = measured_step(one, m)
+        t, _ = step_from(s.step_time_s, s.tokens_per_s_per_gpu, s.samples_per_s, m)
         if t is not None:
             out.append(t)
     return out

@@ -190,22 +190,33 @@ class Comparison:
         }
 
 
-def measured_step(s: Summary, m: dict[str, float]) -> tuple[float | None, str]:
-    """The measured time per step, and how it was obtained."""
-    if s.step_time_s is not None:
-        return s.step_time_s, "the log's time per step"
+def step_from(
+    step_time_s: float | None,
+    tokens_per_s_per_gpu: float | None,
+    samples_per_s: float | None,
+    m: dict[str, float],
+) -> tuple[float | None, str]:
+    """The time per step from what a log gives (a time, or a rate) and the plan's batch:
+    torchtitan's tokens/s are per GPU; DeepSpeed's samples/s are for the whole job."""
+    if step_time_s is not None:
+        return step_time_s, "the log's time per step"
     tokens_per_gpu = m["global_batch"] * m["seq_len"] / m["gpus"] if m.get("seq_len") else None
-    if s.tokens_per_s_per_gpu and tokens_per_gpu:
+    if tokens_per_s_per_gpu and tokens_per_gpu:
         return (
-            tokens_per_gpu / s.tokens_per_s_per_gpu,
-            f"{tokens_per_gpu:,.0f} tokens per GPU per step / {s.tokens_per_s_per_gpu:,.0f} "
+            tokens_per_gpu / tokens_per_s_per_gpu,
+            f"{tokens_per_gpu:,.0f} tokens per GPU per step / {tokens_per_s_per_gpu:,.0f} "
             "tokens/s per GPU",
         )
-    if s.samples_per_s:
-        return m["global_batch"] / s.samples_per_s, (
-            f"{m['global_batch']:,.0f} sequences per step / {s.samples_per_s:,.1f} samples/s"
+    if samples_per_s:
+        return m["global_batch"] / samples_per_s, (
+            f"{m['global_batch']:,.0f} sequences per step / {samples_per_s:,.1f} samples/s"
         )
     return None, "the log gives no time per step"
+
+
+def measured_step(s: Summary, m: dict[str, float]) -> tuple[float | None, str]:
+    """The measured time per step of a log's steady state, and how it was obtained."""
+    return step_from(s.step_time_s, s.tokens_per_s_per_gpu, s.samples_per_s, m)
 
 
 def _range(metrics: dict[str, float], key: str) -> tuple[float, float] | None:
@@ -232,9 +243,7 @@ def _gap_term(breakdown: dict[str, float], gap: float) -> tuple[str, float]:
     return term, max(candidates[term] + gap, 0.0) / candidates[term]
 
 
-def _rows(
-    s: Summary, step: float | None, m: dict[str, float], gpu_peak: float | None
-) -> list[dict[str, Any]]:
+def _rows(s: Summary, step: float | None, m: dict[str, float]) -> list[dict[str, Any]]:
     gpus = m["gpus"]
     tokens = m["global_batch"] * m["seq_len"] if m.get("seq_len") else None
     rows: list[dict[str, Any]] = [
@@ -250,7 +259,6 @@ def _rows(
     # count recomputed FLOPs (hardware, not model, FLOPs utilisation)
     mfu = s.mfu
     basis = "logged"
-    del gpu_peak
     if mfu is None and step:
         mfu, basis = m["mfu"] * m["step_time_s"] / step, "model FLOPs / measured step"
     rows.append({"metric": "MFU", "unit": "%", "measured": mfu, "model": m["mfu"], "basis": basis})
@@ -293,8 +301,6 @@ def compare(log: TrainingLog, request: Any, *, changes: bool = True) -> Comparis
     m = _metrics(base)
     step, basis = measured_step(summary, m)
     breakdown = {k: float(m[f"{k}_s"]) for k in BREAKDOWN_KEYS}
-    # the peak the plan's MFU is taken against (its precision's), to turn TFLOP/s into MFU
-    gpu_peak = m["tflops_per_gpu"] / m["mfu"] if m.get("mfu") else None
     out = Comparison(
         log=log.path,
         framework=log.framework,
@@ -310,7 +316,7 @@ def compare(log: TrainingLog, request: Any, *, changes: bool = True) -> Comparis
         gap_term=None,
         gap_factor=None,
     )
-    out.rows = _rows(summary, step, m, gpu_peak)
+    out.rows = _rows(summary, step, m)
     if summary.timers_ms:
         phases = ", ".join(f"{k} {v:,.1f}" for k, v in list(summary.timers_ms.items())[:8])
         out.notes.append(f"DeepSpeed timers, median ms: {phases}")
@@ -482,6 +488,7 @@ __all__ = [
     "measured_step",
     "render",
     "request_for_log",
+    "step_from",
     "what_if",
 ]
 

@@ -61,7 +61,7 @@ _HF_HEADER = re.compile(
     r"(Instantaneous batch size per device|Total train batch size \(w\. parallel, distributed "
     r"& accumulation\)|Total optimization steps|Gradient Accumulation steps)\s*=\s*(\d{1,12})"
 )
-_MEGATRON_MEM = re.compile(rf"memory \(MB\).*?max allocated:\s*({_NUM})")
+_MEGATRON_MEM = re.compile(rf"max allocated:\s*({_NUM})")
 _MICRO_BATCHES = re.compile(r"setting number of micro-batches to constant (\d{1,12})")
 
 
@@ -300,7 +300,8 @@ def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
             if h:
                 log.header[h.group(1)] = int(h.group(2))
                 kinds["hf-trainer"] = kinds.get("hf-trainer", 0) + 1
-            m = _MEGATRON_MEM.search(line)
+            at = line.find("memory (MB)")
+            m = _MEGATRON_MEM.search(line, at) if at >= 0 else None
             if m:
                 found = [Step(-1, number, rank, memory_bytes=_num(m.group(1)) * MIB)]
             m = _MICRO_BATCHES.search(line)

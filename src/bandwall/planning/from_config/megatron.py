@@ -591,7 +591,7 @@ def entry(name: str, values: list[str], src: Source, level: Level = Level.FILE) 
 
 _DUMP_START = re.compile(r"-{3,}\s*arguments\s*-{3,}")
 _DUMP_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
-_DUMP_LINE = re.compile(r"^(?:.*?[\s:])?([a-z_][a-z0-9_]*) \.{2,} (.*?)\s*$")
+_DUMP_LINE = re.compile(r"(?:^|[\s:])([a-z_][a-z0-9_]{0,79}) \.{2,} ")
 
 
 def has_args_dump(head: str) -> bool:
@@ -609,10 +609,10 @@ def read_args_dump(lines: Iterable[str], file: str) -> list[Entry]:
             continue
         if _DUMP_END.search(line):
             break
-        m = _DUMP_LINE.match(line)
+        m = _DUMP_LINE.search(line)
         if not m:
             continue
-        key, text = m.group(1), m.group(2)
+        key, text = m.group(1), line[m.end() :].strip()
         value: Any = None if text in ("None", "") else text
         out.append(Entry(FMT, key, value, Source(file, number, key, text[:60])))
     return out

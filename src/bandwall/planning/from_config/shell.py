@@ -150,12 +150,22 @@ def _words(text: str) -> list[str]:
     return [w for w in text.replace('"', " ").replace("'", " ").split() if w not in ("\\",)]
 
 
-_TEST = re.compile(r"^\s*(?:if|elif)\s+(.*?)\s*;?\s*(?:then)?\s*$")
+def _condition(line: str) -> str | None:
+    """The test of an `if`/`elif` line (`if [[ X ]]; then` -> `[[ X ]]`), else None. String
+    operations, not a regex: linear whatever the line."""
+    text = line.strip()
+    for keyword in ("if ", "elif "):
+        if text.startswith(keyword):
+            body = text[len(keyword) :].strip()
+            if body.endswith("then"):
+                body = body[:-4].rstrip()
+            return body.rstrip(";").rstrip()
+    return None
 
 
 def _evaluate(test: str) -> bool | None:
     """The truth of a `[[ ... ]]` / `[ ... ]` test joined by || and &&, or None if unknown."""
-    parts = re.split(r"\s*(\|\||&&)\s*", test.strip())
+    parts = [p.strip() for p in re.split(r"(\|\||&&)", test.strip())]
     result: bool | None = None
     op = ""
     for part in parts:
@@ -282,9 +292,9 @@ def parse_script(lines: list[str]) -> Script:
             if head == "esac" or joined.endswith("esac"):
                 case_depth -= 1
             continue
-        m = _TEST.match(joined)
-        if m and head in ("if", "elif") and not joined.rstrip(";").endswith("fi"):
-            value = _evaluate(expand(m.group(1)))
+        test = _condition(joined)
+        if test is not None and head in ("if", "elif") and not joined.rstrip(";").endswith("fi"):
+            value = _evaluate(expand(test))
             if head == "if":
                 stack.append([value, bool(value), value is None])
             elif stack:
