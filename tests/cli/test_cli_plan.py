@@ -47,7 +47,17 @@ def test_plan_json_has_the_documented_keys(run_cli) -> None:  # type: ignore[no-
     assert r.code == 0, r.err
     d = json.loads(r.out)
     assert set(d) >= PLAN_KEYS
-    assert set(d["breakdown"]) == {"compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler"}
+    assert set(d["breakdown"]) == {
+        "compute",
+        "overlap",
+        "dp",
+        "tp",
+        "pp",
+        "ep",
+        "cp",
+        "bubble",
+        "straggler",
+    }
     assert sum(d["breakdown"].values()) == pytest.approx(d["step_time_s"])
     assert d["tokens"] == 1e12
     assert 0.2 < d["mfu"] < 0.6 and 0 < d["comm_efficiency"] <= 1

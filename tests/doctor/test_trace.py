@@ -151,7 +151,7 @@ def test_doctor_report_on_the_lab_traces() -> None:
     assert codes[0] == "straggler" and "exposed_comm" in codes
     top = diag.findings[0]
     assert "bw-doc-h2" in top.title and top.cost_s == pytest.approx(0.2, rel=0.1)
-    assert top.cost_share == pytest.approx(top.cost_s / diag.job.step_s)  # type: ignore[union-attr]
+    assert top.cost_share == pytest.approx(top.cost_s / diag.job.trace.step_s)
     data = diag.to_json()
     assert data["trace"]["straggler"] == {
         "rank": 2,

@@ -227,13 +227,19 @@ def test_gradients_reduce_in_fp32_by_default() -> None:
         preset="decentralized-colocated",
         bandwidth_Gbps=15,
         overlap=False,
-        zero=1,
+        zero=0,
         micro_batch=64,
     )
     fp32, bf16 = plan_of(**common), plan_of(**common, reduce_dtype="bf16")
     assert fp32.request.reduce_dtype == "fp32"
+    # DDP all-reduces the gradients: the bytes on the wire double with fp32
     assert fp32.breakdown["dp"] / bf16.breakdown["dp"] == pytest.approx(2.0, rel=0.05)
     assert fp32.metrics["comm_efficiency"] < 0.75 * bf16.metrics["comm_efficiency"]
+    # a sharded optimizer reduce-scatters the fp32 (or bf16) gradients but all-gathers the bf16
+    # weights either way (Megatron-Core distributed optimizer): (4 + 2) / (2 + 2)
+    sharded = {**common, "zero": 1}
+    fp32, bf16 = plan_of(**sharded), plan_of(**sharded, reduce_dtype="bf16")
+    assert fp32.breakdown["dp"] / bf16.breakdown["dp"] == pytest.approx(1.5, rel=0.05)
 
 
 def test_buckets_are_reduced_one_by_one() -> None:
@@ -333,9 +339,10 @@ def test_moe_activations_scale_with_top_k() -> None:
 
 
 def test_memory_is_what_nvidia_smi_reports() -> None:
-    """Fault 8: an "80 GB" H100 has 81,559 MiB (nvidia-smi), 90% usable."""
+    """Fault 8: an "80 GB" H100 has 81,559 MiB (nvidia-smi), less the CUDA context and NCCL's
+    buffers (1.5 GiB)."""
     p = plan_of(model="llama3-8b", gpus=8, tp=8)
-    assert p.metrics["memory_capacity_bytes"] == pytest.approx(81559 * 2**20 * 0.9)
+    assert p.metrics["memory_capacity_bytes"] == pytest.approx((81559 - 1536) * 2**20)
 
 
 def test_checkpoints_have_a_fixed_cost() -> None:
@@ -404,13 +411,3 @@ def test_terms_are_vectorised() -> None:
     tp = np.array([1.0, 2.0, 4.0])
     out = compute.gemm_s(4096.0, 4096.0 / tp, 4096.0, RATES)
     assert out.shape == (3,) and np.all(np.diff(out) < 0)
-
-
-def test_the_one_fitted_constant_is_reproducible() -> None:
-    """TRAINING_GEMM_FACTOR is what compute_fit finds on two thirds of Korthikanti et al.'s
-    Table 5; the held-out third stays within the issue's targets (mean 3%, max 8%)."""
-    from bandwall.measure.calibrate.compute_fit import fit_gemm_factor
-
-    fit = fit_gemm_factor()
-    assert fit.factor == pytest.approx(compute.TRAINING_GEMM_FACTOR, abs=0.002)
-    assert fit.test_mean_abs_error <= 0.03 and fit.test_max_abs_error <= 0.08

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from bandwall.errors import BandwallError, LayoutError
 from bandwall.model.layout import RULE_FIELD, Rule
-from bandwall.planning.api import plan, sweep
+from bandwall.planning.api import MEMORY_TOLERANCE, plan, sweep
 from bandwall.planning.presets import presets
 from bandwall.planning.request import PlanRequest, make_request
 
@@ -79,7 +79,9 @@ def test_plan_is_one_row_of_sweep(fields: dict[str, object], axis: str) -> None:
             assert again.field == exc.field
             return
         raise AssertionError(f"sweep accepted what plan refused: {exc}") from None
-    assert row["valid"] and row["fits"]
+    # plan prices a layout that fits, or one within the memory model's error (with a note)
+    tolerated = row["memory_bytes"] <= row["memory_capacity_bytes"] * (1 + MEMORY_TOLERANCE)
+    assert row["valid"] and (row["fits"] or tolerated)
     for name, expected in p.metrics.items():
         got = row[name]
         assert _same(float(got), float(expected)), (name, got, expected)

@@ -93,7 +93,52 @@ def test_infer_imports_no_plotting() -> None:
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize("flag", ["--pue", "--grid-region", "--price-per-kwh"])
-def test_energy_options_exist(flag: str) -> None:
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--pue",
+        "--grid-region",
+        "--price-per-kwh",
+        "--power-cap-w",
+        "--dataset",
+        "--request-rate",
+        "--scenario",
+        "--runtime",
+        "--weight-format",
+        "--remote-client",
+        "--max-ttft-ms",
+    ],
+)
+def test_serving_and_energy_options_exist(flag: str) -> None:
     res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
     assert flag in res.output
+
+
+@pytest.mark.parametrize("flag", ["--stack", "--cuda-graphs", "--fp8-recipe", "--global-batch"])
+def test_training_only_options_are_not_offered(flag: str) -> None:
+    res = CliRunner().invoke(app, ["infer", "--help"], env={"COLUMNS": "200"})
+    assert flag not in res.output
+
+
+def test_server_scenario_prints_percentiles_in_80_columns() -> None:
+    args = ["infer", "--model", "llama3-8b", "--gpus", "2", "--dataset", "sharegpt"]
+    res = CliRunner().invoke(app, [*args, "--request-rate", "20"], env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    for text in ("sharegpt", "server at 20 requests/s", "p99", "p50"):
+        assert text in res.output
+    assert all(len(line) <= 80 for line in res.output.splitlines())
+
+
+def test_power_cap_is_printed() -> None:
+    args = ["infer", "--model", "llama3-8b", "--gpus", "1", "--power-cap-w", "400"]
+    res = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    assert res.exit_code == 0, res.output
+    assert "capped at 400 W" in res.output
+
+
+def test_server_without_a_rate_names_the_field() -> None:
+    from bandwall.errors import ConfigError
+
+    res = CliRunner().invoke(app, ["infer", "--scenario", "server"])
+    assert isinstance(res.exception, ConfigError)
+    assert res.exception.field == "request_rate_per_s"

@@ -82,6 +82,12 @@ class GpuSpec(_Entry):
     scale_up_fabric: str = Field(description="Key of the fabric joining GPUs inside a node.")
     scale_up_domain: int = Field(ge=1, description="GPUs per scale-up (NVLink) domain.")
     tdp_W: float = Field(gt=0)
+    power_limit_W: float | None = Field(
+        default=None,
+        gt=0,
+        description="Board power limit when it ships below the chip's TDP (e.g. Meta's 500 W "
+        "H100s); clocks are sustained under it.",
+    )
     compute_capability: float | None = Field(
         default=None,
         gt=0,

@@ -10,6 +10,7 @@ of the catalog.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -36,6 +37,19 @@ class GpuPower(_Entry):
     host_W_per_gpu: float = Field(
         ge=0, description="CPUs, DRAM, switches, fans and PSU loss per GPU under load."
     )
+    curve: str = Field(default="linear", description="Power curve ([[curve]] name).")
+
+
+class PowerCurve(_Entry):
+    """A GPU family's board power against activity: piecewise linear through measured
+    points, as a share of the idle-to-TDP range."""
+
+    name: str
+    activity: list[float] = Field(min_length=2, description="Activity points, 0 to 1.")
+    power_share: list[float] = Field(min_length=2, description="Share of idle-to-TDP there.")
+
+    def points(self) -> tuple[tuple[float, float], ...]:
+        return tuple(zip(self.activity, self.power_share, strict=True))
 
 
 class SitePower(_Entry):
@@ -70,6 +84,7 @@ class PowerCatalog:
     sites: dict[str, SitePower]
     networks: dict[str, NetworkPower]
     grids: dict[str, GridIntensity]
+    curves: dict[str, PowerCurve]
 
     def gpu(self, name: str) -> GpuPower:
         found = self.gpus.get(name) or {k.lower(): v for k, v in self.gpus.items()}.get(
@@ -88,6 +103,11 @@ class PowerCatalog:
     def network(self, transport: str) -> NetworkPower | None:
         """Scale-up transports (NVLink, PCIe) have no scale-out port: None."""
         return self.networks.get(transport)
+
+    def curve(self, name: str) -> tuple[tuple[float, float], ...]:
+        """The named power curve's (activity, share) points; linear when not listed."""
+        found = self.curves.get(name)
+        return found.points() if found is not None else ((0.0, 0.0), (1.0, 1.0))
 
     def grid(self, region: str) -> GridIntensity:
         found = self.grids.get(region.lower())
@@ -110,12 +130,24 @@ def load_power() -> PowerCatalog:
         sites=_validate(SitePower, "site", "kind"),
         networks=_validate(NetworkPower, "network", "transport"),
         grids=_validate(GridIntensity, "grid", "region"),
+        curves=_validate(PowerCurve, "curve", "name"),
     )
     hw = load_catalog()
     for name in hw.gpus:
         cat.gpu(name)
     for prov in hw.providers.values():
         cat.site(prov.kind.value)
+    for c in cat.curves.values():
+        xs, ys = c.activity, c.power_share
+        ordered = all(a < b for a, b in itertools.pairwise(xs))
+        if len(xs) != len(ys) or not ordered or xs[0] != 0 or xs[-1] != 1:
+            raise CatalogError(
+                f"power.toml [[curve]] {c.name!r}: activity must rise from 0 to 1 with one "
+                "power_share per point"
+            )
+    for g in cat.gpus.values():
+        if g.curve != "linear" and g.curve not in cat.curves:
+            raise CatalogError(f"power.toml: GPU {g.gpu!r}: unknown curve {g.curve!r}")
     for site in cat.sites.values():
         if site.grid_region not in cat.grids:
             raise CatalogError(f"power.toml: site {site.kind!r}: unknown grid {site.grid_region!r}")
@@ -156,6 +188,17 @@ def power_table() -> list[dict[str, Any]]:
                 f" W), switch {n.switch_W_per_port:g} W/port",
                 "source": n.source,
                 "as_of": n.as_of.isoformat(),
+            }
+        )
+    for c in cat.curves.values():
+        pts = ", ".join(f"{a:g}→{b:.2f}" for a, b in c.points())
+        rows.append(
+            {
+                "kind": "curve",
+                "key": c.name,
+                "values": f"activity→power share {pts}",
+                "source": c.source,
+                "as_of": c.as_of.isoformat(),
             }
         )
     for r in cat.grids.values():

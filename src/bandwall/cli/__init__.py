@@ -1,5 +1,34 @@
-"""The `bandwall` command line (Typer). Nothing in the package imports it."""
+"""The `bandwall` command line (Typer). Nothing in the package imports it.
 
-from bandwall.cli.app import app, main
+`main` sends `bandwall doctor ...` to doctor's own light entry point (argparse, no Typer or
+Pydantic at start-up: on-call and CI runs start in well under a second) and everything else
+to the Typer app, which is imported only then.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["doctor"]:
+        from bandwall.cli import doctor
+
+        if not doctor.needs_full_cli(args[1:]):
+            return doctor.main(args[1:])
+    from bandwall.cli.app import main as app_main
+
+    return app_main(args)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        from bandwall.cli.app import app
+
+        return app
+    raise AttributeError(name)
+
 
 __all__ = ["app", "main"]

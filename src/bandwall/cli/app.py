@@ -406,9 +406,35 @@ def validate(
     from bandwall.units import parse_rate_Gbps, parse_size
 
     if published:
+        from dataclasses import asdict
+
+        from bandwall.measure.calibrate.runs import summarize, validate_runs
+        from bandwall.report.validation import runs_table
+
         rows, summaries = validate_published(find_reference_dir(reference))
-        if emit({"rows": rows, "summary": summaries}, as_json, as_csv, rows):
+        runs = validate_runs()
+        runs_doc = [asdict(r) | {"error": r.error} for r in runs]
+        by_split = {s: summarize([r for r in runs if r.split == s]) for s in ("fit", "heldout")}
+        published_doc = {
+            "rows": rows,
+            "summary": summaries,
+            "runs": runs_doc,
+            "runs_summary": by_split,
+        }
+        from bandwall.cli.infer import published_serving  # serving and energy sets
+
+        serving_doc, print_serving = published_serving()
+        published_doc |= serving_doc
+        if emit(published_doc, as_json, as_csv, rows + runs_doc):
             return
+        console.print(
+            runs_table(
+                runs,
+                summarize,
+                f"Published training runs ({len(runs)} with a measured step time, "
+                "published_runs.csv); error of the step time",
+            )
+        )
         for name, summary in summaries.items():
             mine = [r for r in rows if r["file"] == name]
             console.print(validation_table(mine, f"{mine[0]['source']} ({name})"))
@@ -417,6 +443,7 @@ def validate(
                 f"{summary['median_abs_error']:.1%}, max {summary['max_abs_error']:.1%} over "
                 f"{summary['rows']:.0f} rows"
             )
+        print_serving(console)
         return
     if results is None:
         raise ConfigError("give RESULTS (a run id, 'latest' or a JSON export) or --published")

@@ -1,152 +1,116 @@
 """`bandwall doctor LOG_OR_DIR...` and `calibrate --from-trace`: the CLI shell over
-`bandwall.measure.doctor` (read, join with the model, print)."""
+`bandwall.measure.doctor` (read, diagnose, print, exit status).
+
+Two entry points share one option table (`OPTIONS`) and one body (`run`):
+
+- `main(argv)`, which `bandwall.cli.main` calls for `bandwall doctor ...`: argparse and the
+  standard library only, so `--help` and a log run start in well under a second (no Typer,
+  Pydantic, numpy or rich). Plan and hardware options (`--model`, `--gpus`, `--fabric`, ...)
+  come from the request schema; when the command line has one (`needs_full_cli`),
+  `bandwall.cli.main` hands the whole command to the full Typer app, which knows them.
+- `doctor`, the Typer command `bandwall.cli.app` registers (built on first access, with the
+  request options appended by `with_request_options`).
+
+Exit status: 0 when no finding reaches `--fail-on` (default high), 1 when one does, 2 for bad
+input (one line on stderr naming the option).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import argparse
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from typing import Any
 
-import typer
+from bandwall.errors import BandwallError, ConfigError
 
-from bandwall.cli.options import request, with_request_options
-from bandwall.errors import ConfigError
-from bandwall.report.text import console, err_console, print_json
-
-#: Request fields that describe the hardware for the nccl-tests comparison, not the job.
-HARDWARE_FIELDS = ("fabric", "gpu", "gpus_per_node", "scale_up")
-
-
-def _hardware(fields: dict[str, Any]) -> dict[str, Any]:
-    """--fabric, --gpu and --gpus-per-node, validated by the request schema."""
-    given = {k: fields[k] for k in HARDWARE_FIELDS if k in fields}
-    if not given:
-        return {}
-    req = request(given)
-    return {k: getattr(req, k) for k in given}
+FAIL_ON = ("critical", "high", "medium", "low", "info", "never")
 
 
-def _ms(seconds: float | None) -> str:
-    return "—" if seconds is None else f"{seconds * 1e3:,.1f} ms"
+@dataclass(frozen=True)
+class Option:
+    """One of doctor's own options (the request schema supplies the plan/hardware ones)."""
+
+    name: str
+    flag: str
+    kind: type
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
 
 
-def _print_text(diag: Any) -> None:
-    from rich.table import Table
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "as_json", "--json", bool, False, "Print the diagnosis as JSON (schema in docs/doctor.md)."
+    ),
+    Option("html_out", "--html", str, None, "Also write the report as one HTML file."),
+    Option(
+        "fail_on",
+        "--fail-on",
+        str,
+        "high",
+        "Exit 1 when a finding is at least this severe.",
+        FAIL_ON,
+    ),
+    Option("op", "--op", str, None, "Collective of nccl-tests blocks that do not say."),
+    Option("ranks", "--ranks", int, None, "Ranks of nccl-tests blocks that do not say."),
+)
 
-    kinds = [k for i in diag.inputs for k in i.kinds]
-    console.print(
-        f"bandwall doctor: {len(diag.inputs)} file(s) — "
-        + ", ".join(
-            f"{kinds.count(k)} {k}"
-            for k in ("nccl-log", "nccl-tests", "trace", "training-log")
-            if k in kinds
-        )
-        or "nothing understood"
-    )
-    for i, f in enumerate(diag.findings, 1):
-        cost = (
-            f" — {_ms(f.cost_s)}/step"
-            + (f" ({f.cost_share:.1%} of the step)" if f.cost_share is not None else "")
-            if f.cost_s is not None
-            else ""
-        )
-        console.print(f"\n{i}. [{f.severity}] {f.title}{cost}", markup=False, style="bold")
-        console.print(f"   why: {f.reason}", markup=False, soft_wrap=True)
-        if f.check:
-            console.print("   check: " + "; ".join(f.check), markup=False, soft_wrap=True)
-        if f.fix:
-            console.print("   try: " + "; ".join(f.fix), markup=False, soft_wrap=True)
-        for e in f.evidence[:3]:
-            console.print(f"   > {e}", markup=False, style="dim", soft_wrap=True)
-        if f.cost_s is None and f.cost_basis:
-            console.print(f"   cost: {f.cost_basis}", markup=False, style="dim")
-    if not diag.findings:
-        console.print("\nno finding: the evidence shows nothing wrong")
-    for log in diag.logs:
-        console.print(
-            f"\ntransport ({log.source}): {log.describe_transport()}", markup=False, soft_wrap=True
-        )
-    tests = [t for t in diag.nccl_tests if t.get("ratio") is not None]
-    if tests:
-        t = Table(title="nccl-tests busbw against the model (largest sizes)")
-        for col in ("op", "ranks", "measured GB/s", "model GB/s", "ratio"):
-            t.add_column(col, justify="right")
-        for x in tests:
-            t.add_row(
-                x["op"],
-                str(x["ranks"]),
-                f"{x['measured_busbw_GBps']:,.1f}",
-                f"{x['model_busbw_GBps']:,.1f}",
-                f"{x['ratio']:.0%}",
-            )
-        console.print(t)
-        for x in tests:
-            console.print(f"model layout: {x['layout']}", markup=False, style="dim")
-    job = diag.job
-    if job is not None and job.ranks:
-        t = Table(title="profiler traces: median per step")
-        for col in ("rank", "host", "step", "compute", "exposed", "idle"):
-            t.add_column(col, justify="right")
-        for r in sorted(job.ranks, key=lambda r: (r.rank is None, r.rank or 0)):
-            t.add_row(
-                str(r.rank if r.rank is not None else "?"),
-                (r.host or "—")[:16],
-                _ms(r.median("step_s")),
-                _ms(r.median("compute_s")),
-                f"{_ms(r.median('exposed_s'))} {r.exposed_share:.0%}",
-                _ms(r.median("idle_s")),
-            )
-        console.print(t)
-    if diag.plan is not None:
-        p = diag.plan
-        console.print(
-            f"model: step {_ms(p['predicted_step_s'])} (measured {_ms(p['measured_step_s'])}, "
-            f"{p['step_error']:+.0%}), exposed communication {_ms(p['predicted_exposed_comm_s'])} "
-            f"(measured {_ms(p['measured_exposed_comm_s'])})",
-            markup=False,
-        )
-    for t in diag.training:
-        console.print("\n" + "\n".join(t["text"]), markup=False, highlight=False)
-    for i in diag.inputs:
-        for n in i.notes:
-            err_console.print(f"{i.path}: {n}", markup=False, soft_wrap=True)
-    for n in diag.notes:
-        err_console.print(f"note: {n}", markup=False, soft_wrap=True)
+DESCRIPTION = (
+    "Diagnose a cluster from its own evidence: NCCL debug logs (with the PyTorch watchdog and "
+    "error lines around them), nccl-tests output and torch.profiler traces, given together as "
+    "one job. Names the cause with the lines that show it, what it costs, how to confirm it "
+    "and what to try."
+)
+EPILOG = (
+    "Hardware for the nccl-tests comparison: --fabric, --gpu, --gpus-per-node (default: read "
+    "from the logs; never assumed). The traced job, to compare with the planner: the plan "
+    "options of `bandwall plan` (--model, --gpus, --tp, ...) or --from CONFIG (a training "
+    "log is then compared with the model; docs/from-config.md). Exit status: 0 clean, 1 a "
+    "finding at or above --fail-on, 2 bad input. See docs/doctor.md."
+)
 
 
-@with_request_options(configs=True)
-def doctor(
+def _width() -> int:
+    """The terminal's width, 80 when the output is not a terminal."""
+    if sys.stdout.isatty():
+        return max(40, shutil.get_terminal_size((80, 24)).columns)
+    return 80
+
+
+def run(
+    paths: list[str],
     fields: dict[str, Any],
-    paths: Annotated[
-        list[str],
-        typer.Argument(
-            help="NCCL debug logs, nccl-tests output, torch.profiler traces (.json, .json.gz), "
-            "training logs (Megatron-LM, NeMo, torchtitan, DeepSpeed, HF Trainer, Lightning), "
-            "or folders of them."
-        ),
-    ],
-    op: Annotated[
-        str | None, typer.Option(help="Collective of nccl-tests blocks that do not say.")
-    ] = None,
-    ranks: Annotated[
-        int | None, typer.Option(help="Ranks of nccl-tests blocks that do not say.")
-    ] = None,
-    html_out: Annotated[
-        str | None, typer.Option("--html", help="Also write the report as one HTML file.")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """Diagnose a cluster from its own evidence: name the transport and the faults in NCCL's
-    debug log, compare nccl-tests busbw with what the fabric should give, and break profiler
-    traces into compute, exposed communication, idle and the straggler; findings ranked by what
-    they cost per step.
+    *,
+    as_json: bool = False,
+    html_out: str | None = None,
+    fail_on: str = "high",
+    op: str | None = None,
+    ranks: int | None = None,
+) -> int:
+    """Diagnose, print, and return the exit status (0 clean, 1 findings at/above fail_on)."""
+    from bandwall.measure.doctor.diagnosis import diagnose
+    from bandwall.measure.doctor.render import render_json, render_text
+    from bandwall.measure.doctor.rules import Severity
 
-    --fabric, --gpu and --gpus-per-node set the hardware the nccl-tests comparison assumes
-    (default: read from the log). Plan options (--model, --gpus, --tp, ...) describe the traced
-    job: give --model to compare the trace with the planner's step and exposed communication.
-    """
-    from bandwall.measure.doctor import diagnose
+    if fail_on not in FAIL_ON:
+        raise ConfigError(
+            f"unknown value {fail_on!r}; choose one of: {', '.join(FAIL_ON)}", field="fail_on"
+        )
+    if ranks is not None and not 1 <= ranks <= 1_000_000:
+        raise ConfigError("give a rank count from 1 to 1,000,000", field="ranks")
+    if html_out:
+        from bandwall.safeio import check_output
 
+        check_output(html_out, field="html", formats=(".html", ".htm"))
     hw = _hardware(fields)
-    req = request(fields) if "model" in fields else None
+    req = None
+    if "model" in fields:
+        from bandwall.cli.options import request
+
+        req = request(fields)
     diag = diagnose(
         paths,
         fabric=hw.get("fabric"),
@@ -157,27 +121,161 @@ def doctor(
         request=req,
     )
     if html_out:
-        from pathlib import Path
-
-        from bandwall.measure.doctor import html_section
+        from bandwall.measure.doctor.html import html_section
         from bandwall.report.html import render
+        from bandwall.safeio import write_output
 
-        Path(html_out).write_text(
-            render([html_section(diag)], "bandwall doctor", []), encoding="utf-8"
+        write_output(
+            html_out,
+            render([html_section(diag)], "bandwall doctor", []),
+            field="html",
+            formats=(".html", ".htm"),
         )
-        err_console.print(f"wrote {html_out}")
+        sys.stderr.write(f"wrote {html_out}\n")
     if as_json:
-        print_json(diag.to_json())
-        return
-    _print_text(diag)
+        sys.stdout.write(render_json(diag))
+    else:
+        out, err = render_text(diag, _width())
+        sys.stdout.write(out)
+        if err:
+            sys.stderr.write(err)
+    worst = diag.worst()
+    if fail_on == "never" or worst is None:
+        return 0
+    return 1 if worst.rank >= Severity(fail_on).rank else 0
+
+
+#: Request fields that describe the hardware for the nccl-tests comparison, not the job.
+HARDWARE_FIELDS = ("fabric", "gpu", "gpus_per_node")
+
+
+def _hardware(fields: dict[str, Any]) -> dict[str, Any]:
+    """--fabric, --gpu and --gpus-per-node, validated by the request schema."""
+    given = {k: fields[k] for k in HARDWARE_FIELDS if k in fields}
+    if not given:
+        return {}
+    from bandwall.cli.options import request
+
+    req = request(given)
+    return {k: getattr(req, k) for k in given}
+
+
+# --- fast path: `bandwall doctor ...` ----------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="bandwall doctor",
+        usage="bandwall doctor [OPTIONS] PATHS...",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=lambda prog: argparse.HelpFormatter(prog, width=min(_width(), 100)),
+    )
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATHS",
+        help="NCCL debug logs, nccl-tests output, torch.profiler traces (.json, "
+        ".json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, HF Trainer), or "
+        "folders of them.",
+    )
+    for o in OPTIONS:
+        if o.kind is bool:
+            p.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
+        else:
+            p.add_argument(
+                o.flag, dest=o.name, type=o.kind, default=o.default, help=o.help, choices=o.choices
+            )
+    return p
+
+
+def needs_full_cli(argv: list[str]) -> bool:
+    """Whether the command line has a plan or hardware option (the request schema's, which
+    only the full Typer app knows)."""
+    own = {o.flag for o in OPTIONS} | {"-h", "--help"}
+    return any(a.startswith("--") and a.split("=", 1)[0] not in own for a in argv)
+
+
+def main(argv: list[str]) -> int:
+    """`bandwall doctor ARGS` with doctor's own options only (see `needs_full_cli`)."""
+    try:
+        ns = _parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, message already printed)
+        return int(exc.code or 0)
+    try:
+        return run(ns.paths, {}, **{o.name: getattr(ns, o.name) for o in OPTIONS})
+    except BandwallError as exc:
+        flag = f"--{exc.field.replace('_', '-')}: " if exc.field else ""
+        sys.stderr.write(f"error: {flag}{exc.reason}\n")
+        return 2
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+# --- the Typer command (registered by bandwall.cli.app) ----------------------------------------
+
+
+def _typer_command() -> Any:
+    import inspect
+    from typing import Annotated
+
+    import typer
+
+    from bandwall.cli.options import with_request_options
+
+    def doctor(fields: dict[str, Any], paths: list[str], **own: Any) -> None:
+        code = run(paths, fields, **own)
+        if code:
+            raise typer.Exit(code)
+
+    params = [
+        inspect.Parameter("fields", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+        inspect.Parameter(
+            "paths",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            annotation=Annotated[
+                list[str],
+                typer.Argument(
+                    help="NCCL debug logs, nccl-tests output, torch.profiler traces "
+                    "(.json, .json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, "
+                    "HF Trainer), or folders of them."
+                ),
+            ],
+        ),
+    ]
+    for o in OPTIONS:
+        kind = bool if o.kind is bool else (o.kind | None if o.default is None else o.kind)
+        params.append(
+            inspect.Parameter(
+                o.name,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                default=o.default,
+                annotation=Annotated[kind, typer.Option(o.flag, help=o.help)],
+            )
+        )
+    doctor.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    doctor.__doc__ = DESCRIPTION + "\n\n" + EPILOG
+    return with_request_options(configs=True)(doctor)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "doctor":
+        cmd = _typer_command()
+        globals()["doctor"] = cmd
+        return cmd
+    raise AttributeError(name)
 
 
 def calibrate_from_trace(traces: list[str], fields: dict[str, Any], as_json: bool) -> None:
     """`bandwall calibrate --from-trace TRACE...`: the GEMM efficiency at which the planner's
     compute time per step equals the traces' (median over ranks), for the job the plan options
     describe; use it as --gemm-efficiency."""
-    from bandwall.measure.doctor import analyze_job, fit_gemm_efficiency
+    from bandwall.cli.options import request
+    from bandwall.measure.doctor.compare import fit_gemm_efficiency
     from bandwall.measure.doctor.diagnosis import expand
+    from bandwall.measure.doctor.trace import analyze_job
+    from bandwall.report.text import console, print_json
 
     if "model" not in fields:
         raise ConfigError(
@@ -201,8 +299,8 @@ def calibrate_from_trace(traces: list[str], fields: dict[str, Any], as_json: boo
     console.print(
         f"gemm_efficiency {fit['gemm_efficiency']:.3f} "
         f"(default {fit['default_gemm_efficiency']:.3f}) "
-        f"makes the model's compute {_ms(fit['predicted_compute_s'])} per step match the traces' "
-        f"{_ms(fit['measured_compute_s'])} (median over {fit['traces']} rank(s)); use "
-        f"--gemm-efficiency {fit['gemm_efficiency']:.3f}",
+        f"makes the model's compute {fit['predicted_compute_s'] * 1e3:,.1f} ms per step match "
+        f"the traces' {fit['measured_compute_s'] * 1e3:,.1f} ms (median over {fit['traces']} "
+        f"rank(s)); use --gemm-efficiency {fit['gemm_efficiency']:.3f}",
         markup=False,
     )

@@ -64,6 +64,19 @@ TRAINING_ONLY = (
     "slow_link_speed",
     "checkpoint_GBps",
     "restart_s",
+    "etp",
+    "pp_first_stage_layers",
+    "pp_last_stage_layers",
+    "stack",
+    "overlap_grad_reduce",
+    "overlap_param_gather",
+    "reshard_after_forward",
+    "fp8_recipe",
+    "fp8_weights",
+    "recompute_layers",
+    "cuda_graphs",
+    "compile",
+    "profile",
 )
 
 
@@ -84,6 +97,11 @@ def with_infer_options(
 def _ms(seconds: float) -> str:
     ms = seconds * 1e3
     return f"{ms:,.1f} ms" if ms < 1e4 else f"{seconds:,.1f} s"
+
+
+def _rate(x: float) -> str:
+    """Tokens/s with enough digits to read a Petals-class rate (0.5 tok/s)."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.3g}"
 
 
 def _layout(m: dict[str, Any]) -> str:
@@ -107,20 +125,30 @@ def infer_tables(result: Inference) -> list[Table]:
     t.add_column("what")
     t.add_column("value", overflow="fold")
     gb = 1e9
+    load = (
+        f"server at {m['request_rate_per_s']:,.4g} requests/s ({m['utilisation']:.0%} of the slots)"
+        if m["scenario"] == "server"
+        else "offline (maximum throughput)"
+    )
+    cap = f", capped at {m['power_cap_W']:,.0f} W" if m.get("power_cap_W") else ""
     rows = [
         (
             "request",
-            f"{int(m['prompt_tokens']):,} in / {int(m['output_tokens']):,} out tokens, "
-            f"{cl.precision.value} weights",
+            f"{m['dataset']}: {m['prompt_tokens']:,.0f} in / {m['output_tokens']:,.0f} out "
+            f"tokens (mean), {m['weight_format']} weights, {m['runtime']}",
         ),
+        ("scenario", load),
         ("layout", f"{_layout(m)} sequences in flight per replica"),
-        ("time to first token", _ms(m["ttft_s"])),
-        ("inter-token latency", _ms(m["itl_s"])),
+        (
+            "time to first token",
+            f"{_ms(m['ttft_s'])} mean, p50 {_ms(m['ttft_p50_s'])}, p99 {_ms(m['ttft_p99_s'])}",
+        ),
+        ("inter-token latency", f"{_ms(m['itl_s'])} mean, p99 {_ms(m['itl_p99_s'])}"),
         ("request latency", _ms(m["request_s"])),
         (
             "throughput",
-            f"{m['tokens_per_s_per_gpu']:,.0f} tok/s per GPU, "
-            f"{m['tokens_per_s_replica']:,.0f} per replica, {m['tokens_per_s']:,.0f} in all",
+            f"{_rate(m['tokens_per_s_per_gpu'])} tok/s per GPU, "
+            f"{_rate(m['tokens_per_s_replica'])} per replica, {_rate(m['tokens_per_s'])} in all",
         ),
         (
             "cost",
@@ -130,7 +158,8 @@ def infer_tables(result: Inference) -> list[Table]:
         (
             "energy",
             f"{m['joules_per_token']:,.2f} J/token, {m['tokens_per_kwh']:,.0f} tokens/kWh "
-            f"(PUE {m['pue']:g}, {m['facility_power_W_per_gpu']:,.0f} W per GPU)",
+            f"(PUE {m['pue']:g}; {m['gpu_power_W']:,.0f} W per board{cap}, "
+            f"{m['facility_power_W_per_gpu']:,.0f} W per GPU at the wall)",
         ),
         (
             "electricity",
@@ -165,9 +194,9 @@ def compare_infer_tables(results: list[Inference]) -> list[Table]:
         mine = [r for r in results if r.workload.key == key]
         first = mine[0].metrics
         t = Table(
-            title=f"Serving {mine[0].workload.name}, {int(first['prompt_tokens']):,} in / "
-            f"{int(first['output_tokens']):,} out tokens (tok/s per GPU; layout "
-            "tp x pp / sequences in flight)",
+            title=f"Serving {mine[0].workload.name}, {first['dataset']} "
+            f"({first['prompt_tokens']:,.0f} in / {first['output_tokens']:,.0f} out tokens; "
+            "tok/s per GPU; layout tp x pp / sequences in flight)",
             box=box.SIMPLE_HEAD,
             padding=(0, 1),
             pad_edge=False,
@@ -184,7 +213,7 @@ def compare_infer_tables(results: list[Inference]) -> list[Table]:
                 f"{int(m['tp'])}x{int(m['pp'])}/{int(m['concurrency']):,}",
                 _ms(m["ttft_s"]),
                 _ms(m["itl_s"]),
-                f"{m['tokens_per_s_per_gpu']:,.0f}",
+                _rate(m["tokens_per_s_per_gpu"]),
                 f"${m['cost_per_million_tokens_usd']:,.2f}",
                 f"{m['joules_per_token']:,.2f}",
             )
@@ -277,3 +306,76 @@ def run_compare_infer(
         console.print(table)
     if chart:
         err_console.print(f"wrote {chart}")
+
+
+# --- validation against published serving and energy runs -----------------------------------
+
+
+def _summary_row(t: Table, label: str, s: dict[str, float]) -> None:
+    if not s.get("rows"):
+        return
+    t.add_row(
+        label,
+        f"{s['rows']:.0f}",
+        f"{s['median_abs_error']:.1%}",
+        f"{s['mean_abs_error']:.1%}",
+        f"{s['bias']:+.1%}",
+        f"{s['within_10pct']:.0%}",
+    )
+
+
+def validation_table(checks: list[Any], title: str) -> Table:
+    """Fit and held-out errors with the signed bias, then by source family (80 columns)."""
+    from rich.table import Table
+
+    from bandwall.measure.calibrate.serving_runs import summarize
+
+    t = Table(title=title)
+    t.add_column("split / source", no_wrap=True)
+    for col in ("rows", "median |err|", "mean |err|", "bias", "≤ 10%"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for split, label in (("fit", "fit (tuned on)"), ("heldout", "held out")):
+        part = [c for c in checks if c.split == split]
+        _summary_row(t, label, summarize(part))
+        for fam in sorted({c.family for c in part}):
+            _summary_row(t, f"  {fam}", summarize([c for c in part if c.family == fam]))
+    _summary_row(t, "all", summarize(checks))
+    return t
+
+
+def published_serving() -> tuple[dict[str, Any], Callable[[Any], None]]:
+    """`validate --published`'s serving and energy part: the JSON document and a printer.
+    Errors are predicted / published − 1; the split is sha256(id) % 3 == 0 → fit."""
+    from dataclasses import asdict
+
+    from bandwall.measure.calibrate import serving_runs as sr
+
+    serving, energy = sr.validate_serving(), sr.validate_energy()
+
+    def rows(checks: list[Any]) -> list[dict[str, Any]]:
+        return [asdict(c) | {"error": c.error} for c in checks]
+
+    doc = {
+        "serving": rows(serving),
+        "serving_summary": sr.by_split(serving),
+        "energy": rows(energy),
+        "energy_summary": sr.by_split(energy),
+    }
+
+    def show(console: Any) -> None:
+        console.print(
+            validation_table(
+                serving,
+                f"Published serving runs ({len(serving)}, serving_validation.toml); "
+                "error of throughput, TTFT or ITL",
+            )
+        )
+        console.print(
+            validation_table(
+                energy,
+                f"Published energy runs ({len(energy)}, energy_validation.toml); error of "
+                "W per GPU (kWh for nameplate rows)",
+            )
+        )
+
+    return doc, show

@@ -58,6 +58,8 @@ class Cluster:
     rdma_cc: str | None = None
     energy: EnergyProfile | None = None
     """Power, PUE, grid and electricity price (None: energy not priced)."""
+    power_cap_W: float | None = None
+    """Power limit per GPU (None: the board's default limit, usually its TDP)."""
 
     @property
     def peak_flops(self) -> float:

@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from bandwall.model.vocab import Stack
 
 #: Share of a micro-batch's compute that is backward (backward ≈ 2 × forward).
 BACKWARD_SHARE = 2 / 3
@@ -93,3 +96,108 @@ def outer_sync_exposed_s(
     if overlap:
         return np.maximum(outer_sync_s - local_sgd_steps * inner_step_s, 0.0) / local_sgd_steps
     return outer_sync_s / local_sgd_steps
+
+
+@dataclass(frozen=True)
+class StackBehaviour:
+    """How a training framework overlaps its data-parallel communication by default."""
+
+    overlap_grad_reduce: bool
+    """Gradients reduced bucket by bucket during the last backward."""
+    overlap_param_gather: bool
+    """Sharded parameters gathered bucket by bucket during the forward that needs them
+    (ZeRO-1/2: after the optimizer step; ZeRO-3: prefetched layer by layer)."""
+    reshard_after_forward: bool
+    """ZeRO-3: gathered weights freed after forward and gathered again for backward."""
+    reduce_every_microbatch: bool
+    """ZeRO-3: gradients reduce-scattered after every micro-batch's backward (no local
+    accumulation of full gradients)."""
+    source: str
+
+
+#: The stacks' defaults; a request's overlap flags override them.
+STACKS = {
+    Stack.MEGATRON: StackBehaviour(
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        reshard_after_forward=True,
+        reduce_every_microbatch=True,
+        source="NeMo 2 / Megatron-Bridge performance recipes set DistributedDataParallelConfig("
+        "overlap_grad_reduce=True, overlap_param_gather=True) with the distributed optimizer "
+        "(ZeRO-1); Megatron-LM's own command-line defaults are off. Megatron-FSDP (ZeRO-3) "
+        "reshards after forward and reduce-scatters per micro-batch.",
+    ),
+    Stack.FSDP2: StackBehaviour(
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        reshard_after_forward=True,
+        reduce_every_microbatch=True,
+        source="torchtitan parallelize: fully_shard per block with reshard_after_forward=True "
+        "(its default policy without PP), FSDP2 implicit forward prefetch and one-layer "
+        "backward prefetch; reduce-scatter in every backward (torchtitan/distributed).",
+    ),
+    Stack.DEEPSPEED: StackBehaviour(
+        overlap_grad_reduce=False,
+        overlap_param_gather=False,
+        reshard_after_forward=True,
+        reduce_every_microbatch=True,
+        source="DeepSpeed configuration docs: zero_optimization.overlap_comm defaults to false "
+        "for stages 1-2 (true for stage 3, which also prefetches parameters); stages 1-2 "
+        "all-gather the updated partitions inside step().",
+    ),
+}
+
+
+def overlap_flags(
+    stack: Stack,
+    zero: Any,
+    *,
+    overlap: bool,
+    grad_reduce: bool | None,
+    param_gather: bool | None,
+) -> tuple[Any, Any]:
+    """(overlap grad reduce, overlap param gather) per layout: the request's flags, else the
+    stack's defaults (DeepSpeed's depend on the ZeRO stage); `overlap=False` turns both off."""
+    b = STACKS[stack]
+    if stack is Stack.DEEPSPEED:
+        default_grad = default_param = np.asarray(zero) >= 3
+    else:
+        default_grad = np.asarray(b.overlap_grad_reduce)
+        default_param = np.asarray(b.overlap_param_gather)
+    grad = default_grad if grad_reduce is None else np.asarray(grad_reduce)
+    param = default_param if param_gather is None else np.asarray(param_gather)
+    return grad & overlap, param & overlap
+
+
+#: Share of a micro-batch's compute that is its forward pass.
+FORWARD_SHARE = 1 / 3
+
+
+def zero12_exposed_s(
+    reduce_s: Any,
+    gather_s: Any,
+    backward_window_s: Any,
+    forward_window_s: Any,
+    last_bucket_share: Any,
+    *,
+    overlap_grad_reduce: Any,
+    overlap_param_gather: Any,
+) -> Any:
+    """Exposed DP seconds per step of DDP (ZeRO-0: `gather_s` = 0) or a sharded optimizer
+    (ZeRO-1/2). Gradients are reduced (all-reduce, or reduce-scatter when sharded) bucket by
+    bucket during the last backward, so what the backward window cannot hide is exposed and
+    never less than the last bucket; the updated parameters are all-gathered after the
+    optimizer step, bucket by bucket during the next forward with --overlap-param-gather
+    (never less than the first bucket) or all exposed (Megatron-Core distributed optimizer;
+    Li et al. 2020 for DDP)."""
+    grads = np.where(
+        overlap_grad_reduce,
+        np.maximum(reduce_s - backward_window_s, reduce_s * last_bucket_share),
+        reduce_s,
+    )
+    params = np.where(
+        overlap_param_gather,
+        np.maximum(gather_s - forward_window_s, gather_s * last_bucket_share),
+        gather_s,
+    )
+    return grads + params

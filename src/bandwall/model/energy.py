@@ -1,14 +1,19 @@
 """Energy terms: GPU, host and network power, facility overhead, cost and CO2.
 
-A GPU draws between its idle floor and its TDP in proportion to how busy its tensor cores and
-memory are (the linear utilisation model of LLMCarbon, Faiz et al. ICLR 2024, and of the ML.ENERGY
-benchmark's power analysis, Chung et al. 2025):
+A GPU's activity u combines how busy its tensor cores and its memory are,
 
-    P_gpu = P_idle + (TDP - P_idle) · u,   u = min(1, flop_util / FLOP_UTIL_AT_TDP
-                                                     + HBM_POWER_WEIGHT · hbm_util)
+    u = min(1, flop_util / (FLOP_UTIL_AT_TDP · clock) + HBM_POWER_WEIGHT · hbm_util)
 
-so compute-bound training runs near TDP, memory-bound decoding draws a fraction of it, and time
-spent waiting on the network draws WAIT_UTILISATION. The server around the GPUs (CPUs, DRAM,
+(`clock`: the sustained clock under a power cap, so a compute-bound kernel still reaches
+u = 1), and the board draws
+
+    P_gpu = min(P_limit, P_idle + (TDP - P_idle) · curve(u))
+
+where `curve` is the GPU family's measured power curve (catalog/data/power.toml [[curve]]:
+piecewise linear through published (activity, power) points; linear when no curve is
+measured) and P_limit the power cap (`--power-cap-w`, MLPerf MaxQ) or the TDP. Compute-bound
+training runs at the limit, memory-bound decoding draws a fraction of it, and time spent
+waiting on the network draws WAIT_UTILISATION. The server around the GPUs (CPUs, DRAM,
 NVSwitch, fans, power-supply loss) and the scale-out network (NIC, transceivers, switch ports)
 add per-GPU watts; the facility multiplies IT power by its PUE. Sources and dates of every
 figure are in ``catalog/data/power.toml`` (`bandwall catalog power`).
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from bandwall.model.compute.rates import sustained_clock_factor
 
 #: Joules in a kilowatt-hour.
 J_PER_KWH = 3.6e6
@@ -44,33 +51,69 @@ WAIT_UTILISATION = 0.15
 DEFAULT_SWITCH_RADIX = 64
 
 
-def power_utilisation(flop_util: Any, hbm_util: Any) -> Any:
-    """Share of the idle-to-TDP range a GPU draws at `flop_util` (achieved / dense peak
-    FLOP/s) and `hbm_util` (achieved / peak HBM bandwidth).
+#: A power curve: (activity, share of the idle-to-TDP range) points, increasing.
+Curve = tuple[tuple[float, float], ...]
+#: No measured curve: power linear in activity between idle and TDP (LLMCarbon, Faiz et al.
+#: ICLR 2024).
+LINEAR: Curve = ((0.0, 0.0), (1.0, 1.0))
+
+
+def power_utilisation(flop_util: Any, hbm_util: Any, clock: Any = 1.0) -> Any:
+    """Activity of a GPU at `flop_util` (achieved / dense peak FLOP/s) and `hbm_util`
+    (achieved / peak HBM bandwidth); `clock` is the sustained clock factor under a power cap.
 
     >>> float(power_utilisation(0.6, 0.0)), float(power_utilisation(0.0, 0.5))
     (1.0, 0.15)
     """
-    u = np.asarray(flop_util) / FLOP_UTIL_AT_TDP + HBM_POWER_WEIGHT * np.asarray(hbm_util)
-    return np.clip(u, 0.0, 1.0)
+    flops = np.asarray(flop_util) / (FLOP_UTIL_AT_TDP * np.asarray(clock))
+    return np.clip(flops + HBM_POWER_WEIGHT * np.asarray(hbm_util), 0.0, 1.0)
 
 
-def gpu_power_W(idle_W: Any, tdp_W: Any, utilisation: Any) -> Any:
-    """Board power at a utilisation in [0, 1]: linear between idle and TDP.
+def curve_share(curve: Curve, utilisation: Any) -> Any:
+    """Share of the idle-to-TDP range the curve gives at an activity in [0, 1].
 
-    >>> float(gpu_power_W(70.0, 700.0, 0.5))
-    385.0
+    >>> float(curve_share(LINEAR, 0.25)), float(curve_share(((0, 0), (0.2, 0.5), (1, 1)), 0.1))
+    (0.25, 0.25)
     """
     u = np.clip(np.asarray(utilisation, dtype=np.float64), 0.0, 1.0)
-    return np.asarray(idle_W) + (np.asarray(tdp_W) - np.asarray(idle_W)) * u
+    xs, ys = zip(*curve, strict=True)
+    return np.interp(u, xs, ys)
 
 
-def busy_wait_power_W(idle_W: Any, tdp_W: Any, busy_share: Any, busy_utilisation: Any) -> Any:
+def gpu_power_W(
+    idle_W: Any,
+    tdp_W: Any,
+    utilisation: Any,
+    *,
+    curve: Curve = LINEAR,
+    limit_W: Any = None,
+) -> Any:
+    """Board power at an activity in [0, 1]: the curve between idle and TDP, never above the
+    power limit.
+
+    >>> float(gpu_power_W(70.0, 700.0, 0.5)), float(gpu_power_W(70.0, 700.0, 1.0, limit_W=450))
+    (385.0, 450.0)
+    """
+    idle, tdp = np.asarray(idle_W), np.asarray(tdp_W)
+    demand = idle + (tdp - idle) * curve_share(curve, utilisation)
+    return demand if limit_W is None else np.minimum(demand, np.asarray(limit_W))
+
+
+def busy_wait_power_W(
+    idle_W: Any,
+    tdp_W: Any,
+    busy_share: Any,
+    busy_utilisation: Any,
+    *,
+    curve: Curve = LINEAR,
+    limit_W: Any = None,
+) -> Any:
     """Average board power when a share of the time runs at `busy_utilisation` and the rest
     waits (communication, bubbles, hops) at WAIT_UTILISATION."""
     share = np.clip(np.asarray(busy_share, dtype=np.float64), 0.0, 1.0)
-    busy = gpu_power_W(idle_W, tdp_W, busy_utilisation)
-    wait = gpu_power_W(idle_W, tdp_W, WAIT_UTILISATION)
+    kw: dict[str, Any] = {"curve": curve, "limit_W": limit_W}
+    busy = gpu_power_W(idle_W, tdp_W, busy_utilisation, **kw)
+    wait = gpu_power_W(idle_W, tdp_W, WAIT_UTILISATION, **kw)
     return share * busy + (1.0 - share) * wait
 
 
@@ -171,10 +214,34 @@ class EnergyProfile:
     pue: float
     g_co2_per_kWh: float
     price_per_kWh_usd: float
+    power_cap_W: float | None = None
+    """Board power limit (nvidia-smi -pl, MLPerf MaxQ); None: the TDP."""
+    curve: Curve = LINEAR
+    """The GPU family's measured power curve (power.toml [[curve]])."""
+
+    @property
+    def limit_W(self) -> float:
+        """What the board may draw: the cap when below the TDP."""
+        cap = self.power_cap_W
+        return min(self.tdp_W, cap) if cap else self.tdp_W
+
+    @property
+    def clock(self) -> float:
+        """Sustained clock factor of compute-bound kernels under the cap (rates model)."""
+        if self.limit_W >= self.tdp_W:
+            return 1.0
+        return float(sustained_clock_factor(self.limit_W, self.tdp_W))
 
     def it_W(self, gpu_W: Any) -> Any:
         """IT power per GPU slot: board + host share + network share."""
         return np.asarray(gpu_W) + self.host_W_per_gpu + np.asarray(self.network_W_per_gpu)
+
+    def board_W(self, flop_util: Any, hbm_util: Any, busy_share: Any = 1.0) -> Any:
+        """Board power at these utilisations, waiting for the rest of the time."""
+        u = power_utilisation(flop_util, hbm_util, self.clock)
+        return busy_wait_power_W(
+            self.idle_W, self.tdp_W, busy_share, u, curve=self.curve, limit_W=self.limit_W
+        )
 
 
 def training_power_W(
@@ -193,8 +260,26 @@ def training_power_W(
     with np.errstate(divide="ignore", invalid="ignore"):
         flop_util = np.where(busy > 0, np.asarray(flops_per_gpu_step) / (busy * peak_flops), 0.0)
         share = np.where(step > 0, busy / step, 0.0)
-    gpu = busy_wait_power_W(profile.idle_W, profile.tdp_W, share, power_utilisation(flop_util, 0))
+    gpu = profile.board_W(flop_util, 0.0, share)
     return facility_power_W(profile.it_W(gpu), profile.pue)
+
+
+def serving_power_W(profile: EnergyProfile, flop_util: Any, hbm_util: Any, busy_share: Any) -> Any:
+    """Average board power of a serving GPU: its iterations at their tensor-core and HBM
+    utilisation (decode is memory-bound and draws well below the limit; prefill-heavy and
+    large-batch iterations reach it), the hops in between at WAIT_UTILISATION."""
+    return profile.board_W(flop_util, hbm_util, busy_share)
+
+
+def nameplate_energy_kWh(gpu_hours: Any, tdp_W: Any, pue: Any = 1.0) -> Any:
+    """Energy as model cards and BLOOM's footprint account it: GPU-hours × the GPU's TDP
+    ("peak power capacity per GPU device", Llama 2/3 model cards; 400 W per A100 in
+    Luccioni et al. 2022, BLOOM) × PUE. An upper bound, not a measurement.
+
+    >>> float(nameplate_energy_kWh(184_320, 400.0))
+    73728.0
+    """
+    return np.asarray(gpu_hours) * np.asarray(tdp_W) / 1000.0 * np.asarray(pue)
 
 
 def job_energy(

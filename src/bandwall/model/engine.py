@@ -1,110 +1,60 @@
 """The one place the cost terms are composed: a batch of layouts on a cluster → `Metrics`.
 
-Every array in the result has one element per layout (layouts and cluster fields broadcast
-together). `plan`, `sweep`, `compare`, `scale`, the layout search, `calibrate` and `validate`
-all call `evaluate`; nothing else adds terms up.
+`evaluate` reads as its list of steps, each a term group returning a small dataclass with units
+in its fields (the way torchtitan's `parallelize` reads): the derived group sizes (`Dims`,
+computed once, like torchtitan's `ParallelDims`), then memory, one pipeline stage's
+micro-batch (the one Transformer/CNN dispatch, where the kernel model plugs in), the pipeline,
+data parallelism, the step, the run (failures, budget, cost) and its energy. Every array has
+one element per layout (layouts and cluster fields broadcast together). `plan`, `sweep`,
+`compare`, `scale`, the layout search, `calibrate` and `validate` all call `evaluate`; nothing
+else adds terms up.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from bandwall.model import compute, cost, data_parallel, faults, memory, parallel, pipeline
+from bandwall.model import (
+    calibration,
+    compute,
+    cost,
+    data_parallel,
+    faults,
+    memory,
+    parallel,
+    pipeline,
+)
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
-from bandwall.model.layout import LayoutArrays, Mitigation, Recompute, Schedule, check_layouts
+from bandwall.model.layout import LayoutArrays, Recompute, Rule, check_layouts
+from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
+from bandwall.model.vocab import Stack
 from bandwall.workloads import Transformer, Workload
 
-FloatArray = npt.NDArray[np.float64]
+__all__ = [
+    "ASSUMPTIONS",
+    "CHINCHILLA_TOKENS_PER_PARAM",
+    "COUNT_FIELDS",
+    "DEFAULT_CNN_EPOCHS",
+    "Metrics",
+    "StepOptions",
+    "evaluate",
+    "lora_trainable_fraction",
+    "topk_ratio",
+]
 
 #: Chinchilla-optimal budget when none is given (Hoffmann et al. 2022: ~20 tokens/param).
 CHINCHILLA_TOKENS_PER_PARAM = 20
 #: ImageNet epochs when none are given (Goyal et al. 2017 train ResNet-50 for 90).
 DEFAULT_CNN_EPOCHS = 90
-
-
-#: What a plan's assumptions section lists: the model's choices, one line per term.
-ASSUMPTIONS = [
-    "Fabric load balance: on static-ECMP fabrics each RDMA queue pair is hashed to one spine "
-    "path and a synchronous collective runs at the pace of the busiest of the job's hashed "
-    "links (balls into bins); adaptive routing (IB, Spectrum-X, EFA) balances; PFC-only fabrics "
-    "pay head-of-line blocking in all-to-all (docs/congestion.md).",
-    "Energy: GPU power linear from idle to TDP in the FLOP utilisation it achieves, waiting "
-    "(exposed communication, bubbles, stragglers) at 15%; host and fat-tree network share per "
-    "GPU; x PUE of the provider kind; location-based CO2 (bandwall catalog power).",
-    "Compute: FLOPs per token = 6 x matmul parameters used + 12 x layers x heads x head_dim x "
-    "seq_len (PaLM appendix B); CNNs use measured per-sample FLOPs x 3; GPUs sustain "
-    "compute_efficiency x dense peak, less the provider's virtualization overhead.",
-    "Rank order tp-cp-ep-dp-pp (Megatron-LM): TP inside a node, PP outermost; each group gets "
-    "its share of its node's NICs.",
-    "TP: 4 all-reduce-equivalents of the micro-batch activations per layer (forward and "
-    "backward, sequence parallel), exposed unless tp_overlap > 0.",
-    "CP: all-gather of K/V in forward and reduce-scatter of dK/dV in backward per layer, "
-    "hidden behind attention compute where it fits.",
-    "EP: dispatch and combine all-to-all in forward and backward per MoE layer, exposed unless "
-    "ep_overlap > 0.",
-    "PP: 1F1B or interleaved schedule; bubble = (pp-1)/v micro-batch slots; activations sent "
-    "to the next stage overlap compute except during fill and drain.",
-    "DP: gradients reduced once per step (ZeRO-1/2: reduce-scatter + all-gather; FSDP: "
-    "all-gather twice and reduce-scatter per micro-batch), overlapped with the last "
-    "micro-batch's backward; the last bucket is always exposed.",
-    "DiLoCo/local-SGD: each data-parallel replica is a worker; the outer all-reduce happens "
-    "every H steps, overlapped with the next H steps only with outer_overlap (streaming "
-    "DiLoCo). Its effect on model quality is NOT modelled (DiLoCo reports "
-    "parity at moderate H; check for your model).",
-    "Memory: bf16 weights, grads in the reduction dtype, 12 B/param Adam state (sharded by "
-    "ZeRO stage), activations 34·h bytes per token per layer with selective recomputation "
-    "(Korthikanti et al. 2022), times in-flight micro-batches on the first stage; "
-    "90% of device memory usable.",
-    "Stragglers: a fraction f of GPUs running x slower delays every synchronous step by x "
-    "whenever at least one is in the job (probability 1-(1-f)^n); backup workers cost f/(1-f) "
-    "extra compute instead; asynchronous outer steps (local SGD) cost only the mean, f*x.",
-    "Failures: per-component rates (Llama 3 fleet) give the job MTBF; checkpoints of 14 B/param "
-    "written at min(nodes x per-node rate, storage cap), every Daly-optimal interval, and read "
-    "back at the same rate on restart; goodput by Daly's expected-wall-time formula with the "
-    "provider's restart time plus that restore.",
-    "Degraded fabric: failed scale-out links cut bandwidth to (L-K)/L with adaptive routing; "
-    "with static ECMP hashing the most loaded survivor sets the pace (balls into bins).",
-]
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """Strategy settings shared by every layout of one evaluation."""
-
-    global_batch: Any
-    """Sequences (or images) per step; scalar or array."""
-    recompute: Recompute = Recompute.AUTO
-    reduce_dtype: str = "fp32"
-    compression: str = "none"
-    local_sgd_steps: int = 1
-    overlap: bool = True
-    sequence_parallel: bool = True
-    tp_comm_overlap: bool = False
-    pp_comm_overlap: bool = True
-    flash_attention: bool = True
-    ep_overlap: float = 0.0
-    bucket_MiB: float = 25.0
-    gemm_efficiency: float | None = None
-    straggler_mitigation: Mitigation = Mitigation.NONE
-    schedule: Schedule = Schedule.INTERLEAVED
-    tokens: float | None = None
-    epochs: float | None = None
-    lora_rank: int | None = None
-    offload_optimizer: bool = False
-    eval_interval_steps: int | None = None
-    eval_samples: int = 0
-    diloco_workers: int | None = None
-    outer_compression: str = "none"
-    outer_overlap: bool = False
-    outer_state_on_cpu: bool = False
+#: How far a layout may round the default global batch (to a multiple of dp × micro-batch).
+BATCH_TOLERANCE = 0.25
 
 
 def lora_trainable_fraction(w: Workload, rank: int | None) -> float:
@@ -126,165 +76,113 @@ def topk_ratio(compression: str) -> float | None:
     return float(compression.split(":", 1)[1]) if compression.startswith("topk:") else None
 
 
-#: Metrics that are whole numbers for a valid layout (printed and serialised as integers).
-COUNT_FIELDS = frozenset(
-    {"gpus", "tp", "pp", "cp", "ep", "dp", "zero", "micro_batch", "micro_batches"}
-    | {"virtual_stages", "global_batch", "rule"}
-)
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """Everything the model says about each layout; units in every name.
-
-    The time terms compute_s + dp_s + tp_s + pp_s + ep_s + cp_s + bubble_s + straggler_s add
-    up to step_time_s.
-    """
-
-    gpus: FloatArray
-    tp: FloatArray
-    pp: FloatArray
-    cp: FloatArray
-    ep: FloatArray
-    dp: FloatArray
-    zero: FloatArray
-    micro_batch: FloatArray
-    micro_batches: FloatArray
-    """Micro-batches per step per pipeline (gradient-accumulation steps)."""
-    virtual_stages: FloatArray
-    global_batch: FloatArray
-    rule: npt.NDArray[np.int64]
-    """The first layout rule broken (0: valid); see `bandwall.model.layout.Rule`."""
-    valid: npt.NDArray[np.bool_]
-    fits: npt.NDArray[np.bool_]
-    step_time_s: FloatArray
-    compute_s: FloatArray
-    exposed_comm_s: FloatArray
-    dp_s: FloatArray
-    tp_s: FloatArray
-    pp_s: FloatArray
-    ep_s: FloatArray
-    cp_s: FloatArray
-    bubble_s: FloatArray
-    straggler_s: FloatArray
-    comm_efficiency: FloatArray
-    """compute_s / step_time_s."""
-    compute_utilisation: FloatArray
-    """Share of the step not spent waiting for data-parallel / DiLoCo synchronisation (the
-    decentralized-training papers' metric): 1 - dp_s / step_time_s."""
-    outer_sync_s: FloatArray
-    """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
-    mfu: FloatArray
-    """Model FLOPs per second over the dense peak of all GPUs."""
-    tflops_per_gpu: FloatArray
-    tokens_per_s: FloatArray
-    samples_per_s: FloatArray
-    dp_bytes_per_gpu: FloatArray
-    """Bytes each GPU sends for data parallelism per step (ring-equivalent volume)."""
-    memory_bytes: FloatArray
-    """Bytes per GPU on the fullest (first) pipeline stage."""
-    memory_weights_bytes: FloatArray
-    memory_grads_bytes: FloatArray
-    memory_optimizer_bytes: FloatArray
-    memory_activations_bytes: FloatArray
-    memory_capacity_bytes: FloatArray
-    """Usable device memory."""
-    recompute_share: FloatArray
-    """Share of layers fully recomputed (AUTO recomputation)."""
-    mtbf_s: FloatArray
-    checkpoint_write_s: FloatArray
-    checkpoint_interval_s: FloatArray
-    restart_s: FloatArray
-    goodput: FloatArray
-    tokens: FloatArray
-    """Training tokens in the budget (transformers; 0 for CNNs)."""
-    samples: FloatArray
-    """Sequences or images processed over the budget."""
-    steps: FloatArray
-    optimizer_s: FloatArray
-    """Optimizer step per training step (inside compute_s): Adam's HBM traffic, or PCIe and
-    host work when offloaded."""
-    ideal_time_s: FloatArray
-    """Time to train without failures."""
-    eval_time_s: FloatArray
-    """Evaluation passes over the whole run (included in ideal_time_s)."""
-    time_to_train_s: FloatArray
-    gpu_hours: FloatArray
-    price_per_gpu_hour_usd: FloatArray
-    gpu_cost_usd: FloatArray
-    egress_bytes: FloatArray
-    egress_usd: FloatArray
-    cost_usd: FloatArray
-    failure_cost_usd: FloatArray
-    """What failures add to the cost: (time to train − ideal time) × GPUs × price."""
-    power_W_per_gpu: FloatArray
-    """Average facility power per GPU over a step, PUE included."""
-    energy_kwh: FloatArray
-    """Electricity of the whole job, failures and restarts included."""
-    joules_per_token: FloatArray
-    """Energy per trained token (per sample for CNNs)."""
-    tokens_per_kwh: FloatArray
-    energy_cost_usd: FloatArray
-    """Electricity at the site's price (for owned clusters; rental prices already include it)."""
-    co2_kg: FloatArray
-    """Location-based CO2 of that electricity."""
-
-    def row(self, i: int) -> dict[str, Any]:
-        """One layout's metrics as plain Python numbers (whole counts as int)."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = np.asarray(getattr(self, f.name)).reshape(-1)[i].item()
-            if f.name in COUNT_FIELDS and isinstance(value, float) and value.is_integer():
-                value = int(value)
-            out[f.name] = value
-        return out
-
-    def take(self, index: Any) -> Metrics:
-        """The rows at `index` (an integer array or a boolean mask)."""
-        return Metrics(
-            **{
-                f.name: np.asarray(getattr(self, f.name)).reshape(-1)[index]
-                for f in dataclasses.fields(self)
-            }
-        )
-
-    def __len__(self) -> int:
-        return int(np.size(self.step_time_s))
-
-
 def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> Any:
     """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
     t = collective_time_s(op, Algo.AUTO, size, ranks, cl.group_topology(stride))
     return np.where(np.asarray(size) > 0, t, 0.0)
 
 
-def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
-    """Price one training step, the whole run, its failures and its cost for every layout."""
-    with np.errstate(all="ignore"):
-        return _evaluate(w, cl, lay, opt)
+# --- the derived sizes ------------------------------------------------------------------------
 
 
-def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
-    perf = cl.perf
-    return compute.GpuRates(
-        peak_flops=cl.peak_flops,
-        gemm_efficiency=opt.gemm_efficiency or perf.gemm_efficiency * compute.TRAINING_GEMM_FACTOR,
-        attention_efficiency=perf.attention_efficiency,
-        hbm_Bps=cl.gpu.memory_bandwidth_TBps * 1e12 * perf.hbm_efficiency,
-        sm_count=perf.sm_count,
-        tile_m=perf.gemm_tile[0],
-        tile_n=perf.gemm_tile[1],
-        kernel_launch_s=perf.kernel_launch_us * 1e-6,
-        virtualization_overhead=cl.virtualization_overhead,
+@dataclass(frozen=True)
+class Dims:
+    """Group sizes and per-GPU shapes, derived once from the layouts (float arrays)."""
+
+    n: Any
+    tp: Any
+    pp: Any
+    cp: Any
+    ep: Any
+    etp: Any
+    """Expert TP: the expert layers split the tp·cp·dp ranks as ep × etp × expert-dp."""
+    zero: Any
+    mb: Any
+    v: Any
+    gb: Any
+    price: Any
+    dp: Any
+    """Data-parallel replicas: n / (tp·pp·cp)."""
+    workers: Any
+    """DiLoCo workers (1 when synchronous)."""
+    dp_in: Any
+    """Data-parallel replicas inside one DiLoCo worker."""
+    dp_cp: Any
+    """Ranks that reduce gradients and shard the optimizer (Megatron's dp_cp group)."""
+    dp_expert: Any
+    """Ranks that reduce the routed experts' gradients: tp·cp·dp / (ep·etp) (expert-dp)."""
+    m: Any
+    """Micro-batches per step per pipeline (gradient accumulation)."""
+    layers_first: Any
+    """Layers on the first, a middle and the last pipeline rank (all its model chunks); the
+    first holds the embedding, the last the LM head and loss."""
+    layers_mid: Any
+    layers_last: Any
+    layers_ps: Any
+    """Layers on the fullest pipeline rank."""
+    moe_share: float
+    """Share of layers with an MoE MLP."""
+    seq: float
+    hidden: float
+    tokens_per_sample: float
+    dense_local_params: Any
+    """Non-expert parameters one GPU holds before ZeRO sharding."""
+    expert_local_params: Any
+    trainable: float
+    """Share of parameters that train (LoRA < 1)."""
+    grad_bytes: float
+    """Bytes per gradient element on the wire."""
+    rule: Any
+
+
+def _stage_layers(w: Workload, pp: Any, opt: StepOptions) -> tuple[Any, Any, Any]:
+    """Layers on the first, a middle and the last pipeline rank. Given first/last counts
+    (Megatron --decoder-first/last-pipeline-num-layers) the rest split evenly; an even split
+    with a remainder puts the extra layers on middle ranks first, then on the first."""
+    if not isinstance(w, Transformer):
+        one = np.ones_like(pp)
+        return one, one, one
+    L = float(w.layers)
+    q, r = np.floor(L / pp), np.mod(L, pp)
+    r_mid = np.minimum(r, np.maximum(pp - 2, 0))
+    first = q + ((r - r_mid) > 0)
+    mid = q + (r_mid > 0)
+    last = q + ((r - r_mid) > 1)
+    if opt.pp_first_stage_layers is not None or opt.pp_last_stage_layers is not None:
+        f = np.asarray(
+            opt.pp_first_stage_layers if opt.pp_first_stage_layers is not None else first,
+            dtype=np.float64,
+        )
+        la = np.asarray(
+            opt.pp_last_stage_layers if opt.pp_last_stage_layers is not None else last,
+            dtype=np.float64,
+        )
+        rest = np.maximum(L - f - la, 0.0)
+        first, last = f, np.where(pp > 1, la, f)
+        mid = np.where(pp > 2, np.ceil(rest / np.maximum(pp - 2, 1.0)), 0.0)
+    single = pp <= 1
+    return (
+        np.where(single, L, first),
+        np.where(single, L, np.where(pp > 2, mid, 0.0)),
+        np.where(single, L, last),
     )
 
 
-def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
-    tp, pp, cp, ep, zero, mb, v, n, gb, price = lay.floats(
+def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims:
+    tp, pp, cp, ep, etp, zero, mb, v, n, gb, price = lay.floats(
         cl.num_gpus, opt.global_batch, cl.price_per_gpu_hour_usd
     )
     dp = n / (tp * pp * cp)
     H = opt.local_sgd_steps
+    off_target = np.zeros(np.shape(gb), dtype=bool)
+    if opt.batch_follows_layout:
+        # the default batch is a target: the nearest multiple of dp × micro-batch (at least
+        # one), so any GPU count and layout has a valid batch of about the same tokens; a
+        # layout that would change it by more than BATCH_TOLERANCE is not offered
+        unit = np.maximum(np.floor(dp), 1.0) * mb
+        target = gb
+        gb = np.maximum(np.round(gb / unit), 1.0) * unit
+        off_target = np.abs(gb / target - 1.0) > BATCH_TOLERANCE
     # DiLoCo workers: the outer data-parallel replicas; each runs the inner layout on n/W GPUs
     # (default: one per site on a geo cluster, else every data-parallel replica)
     default_workers = cl.sites if cl.sites > 1 else np.floor(dp)
@@ -296,348 +194,844 @@ def _evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> 
         lay,
         gb,
         schedule=opt.schedule,
-        local_sgd_steps=opt.local_sgd_steps,
+        local_sgd_steps=H,
         mitigation=opt.straggler_mitigation,
         workers=workers,
     )
-    rule = np.broadcast_to(rule, np.broadcast(tp, workers).shape)
-    m = gb / (dp * mb)
-    rates = _gpu_rates(cl, opt)
-    grad_b = data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression)
+    rule = np.where((rule == 0) & off_target, int(Rule.BATCH_DIVISIBLE), rule)
+    rule = np.broadcast_to(rule, np.broadcast(tp, workers, gb).shape)
     params = float(w.params)
-    trainable = lora_trainable_fraction(w, opt.lora_rank)
-    # Megatron reduces gradients and shards the optimizer over DP × CP (inside a DiLoCo worker)
-    dp_cp = dp_in * cp
-
     if isinstance(w, Transformer):
-        seq, h = float(w.seq_len), float(w.hidden)
-        tokens_per_sample = seq
-        layers_ps = np.ceil(w.layers / pp)
-        moe_ps = layers_ps * (w.moe_layers / w.layers)
+        seq, h, per_sample = float(w.seq_len), float(w.hidden), float(w.seq_len)
         routed = float(w.routed_expert_params)
+        moe_share = w.moe_layers / w.layers
     else:
         seq = h = 0.0
-        tokens_per_sample = 1.0
-        layers_ps = np.ones_like(tp)
-        moe_ps = np.zeros_like(tp)
-        routed = 0.0
+        per_sample, routed, moe_share = 1.0, 0.0, 0.0
+    first, mid, last = _stage_layers(w, pp, opt)
+    fullest = np.maximum(np.maximum(first, mid), last)
+    dp_cp = dp_in * cp  # Megatron reduces over DP × CP (inside a DiLoCo worker)
+    return Dims(
+        n=n,
+        tp=tp,
+        pp=pp,
+        cp=cp,
+        ep=ep,
+        etp=etp,
+        zero=zero,
+        mb=mb,
+        v=v,
+        gb=gb,
+        price=price,
+        dp=dp,
+        workers=workers,
+        dp_in=dp_in,
+        dp_cp=dp_cp,
+        dp_expert=tp * dp_cp / (ep * etp),
+        m=gb / (dp * mb),
+        layers_first=first,
+        layers_mid=mid,
+        layers_last=last,
+        layers_ps=fullest,
+        moe_share=moe_share,
+        seq=seq,
+        hidden=h,
+        tokens_per_sample=per_sample,
+        dense_local_params=(params - routed) / (tp * pp),
+        expert_local_params=routed / (ep * etp * pp),
+        trainable=lora_trainable_fraction(w, opt.lora_rank),
+        grad_bytes=data_parallel.grad_bytes_per_param(opt.reduce_dtype, opt.compression),
+        rule=rule,
+    )
 
-    # --- memory ---------------------------------------------------------------------------
-    dense_local = (params - routed) / (tp * pp)
-    expert_local = routed / (tp * pp * ep)
-    dp_expert = dp_cp / ep
+
+# --- memory -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MemoryTerms:
+    """Bytes per GPU on the fullest (first) stage, by kind."""
+
+    weights_bytes: Any
+    grads_bytes: Any
+    optimizer_bytes: Any
+    activations_bytes: Any
+    """Kept between forward and backward for the micro-batches in flight (with allocator
+    overhead)."""
+    transient_bytes: Any
+    """Alive only at the backward peak: a layer rebuilt and its gradients, the logits at the
+    loss, FSDP's gathered layers (with allocator overhead)."""
+    capacity_bytes: float
+    recompute_share: Any
+    """Share of layers fully recomputed (AUTO recomputation)."""
+
+    @property
+    def total_bytes(self) -> Any:
+        static = self.weights_bytes + self.grads_bytes + self.optimizer_bytes
+        return static + self.activations_bytes + self.transient_bytes
+
+
+def _recompute_share(w: Workload, d: Dims, opt: StepOptions) -> Any:
+    """Share of layers fully recomputed when --recompute-layers limits it (None: all)."""
+    if opt.recompute is not Recompute.FULL or opt.recompute_layers is None:
+        return None
+    return np.minimum(opt.recompute_layers * d.v / np.maximum(d.layers_ps, 1.0), 1.0)
+
+
+def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     weights, grads, optimizer = memory.state_bytes(
-        dense_local,
-        expert_local,
-        dp_cp,
-        dp_expert,
-        zero,
-        grad_b,
+        d.dense_local_params,
+        d.expert_local_params,
+        d.dp_cp,
+        d.dp_expert,
+        d.zero,
+        d.grad_bytes,
         opt.local_sgd_steps,
-        trainable_fraction=trainable,
+        trainable_fraction=d.trainable,
         offload_optimizer=opt.offload_optimizer,
         outer_state_on_gpu=not opt.outer_state_on_cpu,
+        weight_bytes=1.0 if opt.fp8_weights else memory.WEIGHT_BYTES,
     )
     static = weights + grads + optimizer
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
-    if isinstance(w, Transformer):
-        acts, recompute_share = memory.transformer_activation_bytes(
+    if not isinstance(w, Transformer):
+        acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
+        zero = np.zeros_like(static)
+        return MemoryTerms(weights, grads, optimizer, acts, zero, capacity, zero)
+    full_share = _recompute_share(w, d, opt)
+    selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
+
+    def stage(layers: Any, in_flight: Any, logits: Any) -> tuple[Any, Any]:
+        return memory.transformer_activation_bytes(
             w,
             opt.recompute,
-            tp,
-            pp,
-            cp,
-            mb,
-            m,
-            v,
+            d.tp,
+            d.pp,
+            d.cp,
+            d.mb,
+            d.m,
+            d.v,
             static,
             capacity,
             sequence_parallel=opt.sequence_parallel,
             flash_attention=opt.flash_attention,
+            stage_layers=layers,
+            in_flight=in_flight,
+            with_logits=logits,
+            full_share=full_share,
+            selective_op=selective_op,
         )
-    else:
-        acts = w.activation_bytes_per_sample * mb + np.zeros_like(static)
-        recompute_share = np.zeros_like(static)
-    mem_total = static + acts
 
-    # --- compute and tensor parallelism, per micro-batch on the slowest stage ----------------
-    if isinstance(w, Transformer):
-        tokens = mb * seq / cp
-        layer_kw = dict(
-            sequence_parallel=opt.sequence_parallel, flash_attention=opt.flash_attention
-        )
-        dense_layer = compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=False, **layer_kw)
-        moe_layer = (
-            compute.layer_times(w, tokens, tp, cp, mb, rates, moe_layer=True, **layer_kw)
-            if w.is_moe
-            else dense_layer
-        )
-        dense_ps = layers_ps - moe_ps
-        forward = dense_ps * dense_layer.forward_s + moe_ps * moe_layer.forward_s
-        gemm_fwd = dense_ps * dense_layer.gemm_s + moe_ps * moe_layer.gemm_s
-        core = dense_ps * dense_layer.attention_core_s + moe_ps * moe_layer.attention_core_s
-        # full recomputation reruns the forward of its share of layers; selective reruns the
-        # attention core (free with FlashAttention, whose backward recomputes it anyway)
-        selective = 0.0 if opt.flash_attention else core
-        recompute_s = recompute_share * forward + np.where(
-            opt.recompute is Recompute.NONE, 0.0, (1 - recompute_share) * selective
-        )
-        frozen_saving = (1 - trainable) * gemm_fwd  # frozen weights need no weight gradient
-        kernels = layers_ps * dense_layer.kernels
-        t_mb = compute.microbatch_s(forward, kernels, rates, recompute_s) - frozen_saving
-        t_mb = t_mb + compute.lm_head_s(w, tokens, tp, rates)
-        buf = parallel.tp_bytes(mb, seq, h, cp)
-        tp_layer = parallel.tp_layer_s(
-            _coll(Op.ALL_REDUCE, buf, tp, cl, 1.0),
-            _coll(Op.ALL_GATHER, buf, tp, cl, 1.0),
-            _coll(Op.REDUCE_SCATTER, buf, tp, cl, 1.0),
-            gemm_fwd / layers_ps,
-            sequence_parallel=opt.sequence_parallel,
-            comm_overlap=opt.tp_comm_overlap,
-            tp_ranks=tp,
-            recompute_forward=recompute_share,
-        )
-        tp_exp = np.where(tp > 1, layers_ps * tp_layer, 0.0)
-        kv = parallel.cp_kv_bytes(mb, seq, float(w.kv_dim))
-        cp_exp = parallel.cp_microbatch_s(
-            layers_ps,
-            _coll(Op.ALL_GATHER, kv, cp, cl, tp),
-            _coll(Op.REDUCE_SCATTER, kv, cp, cl, tp),
-            (1 + compute.BACKWARD_FACTOR) * core,
-        )
-        a2a = parallel.ep_bytes(mb, seq, tp, cp, float(w.top_k), h)
-        ep_exp = parallel.ep_microbatch_s(
-            moe_ps, _coll(Op.ALL_TO_ALL, a2a, ep, cl, tp * cp), opt.ep_overlap
-        )
-    else:
+    # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
+    # the last one micro-batch and the logits; the fullest sets the memory
+    in_flight = np.minimum(d.pp, np.maximum(d.m, 1.0))
+    first, share_f = stage(d.layers_first, in_flight, False)
+    mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False)
+    last, share_l = stage(d.layers_last, 1.0, True)
+    share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
+    work = partial(
+        memory.working_set_bytes, w, d.tp, d.cp, d.mb, sequence_parallel=opt.sequence_parallel
+    )
+    layer_params = (d.dense_local_params + d.expert_local_params) / np.maximum(d.layers_ps, 1.0)
+    w_bytes = 1.0 if opt.fp8_weights else memory.WEIGHT_BYTES
+    fsdp = memory.fsdp_transient_bytes(layer_params, d.zero, w_bytes, d.grad_bytes)
+    # ZeRO-3 that keeps gathered weights between forward and backward, or accumulates
+    # unsharded gradients over the micro-batches, holds the whole stage's copy
+    reshard, every = _fsdp_behaviour(d, opt)
+    stage_params = d.dense_local_params + d.expert_local_params
+    unsharded = (
+        (d.zero >= 3)
+        * stage_params
+        * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
+    )
+    weights = weights + unsharded
+    # the fullest rank: kept activations and the backward peak, first, middle or last
+    kept = [first, mid, last]
+    peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
+    totals = [k + t for k, t in zip(kept, peak, strict=True)]
+    totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
+    fullest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+    over = memory.ALLOCATOR_OVERHEAD
+    acts = over * np.choose(fullest, np.broadcast_arrays(*kept))
+    transient = over * (np.choose(fullest, np.broadcast_arrays(*peak)) + fsdp)
+    return MemoryTerms(weights, grads, optimizer, acts, transient, capacity, share)
+
+
+# --- one pipeline stage's micro-batch -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StageTerms:
+    """Seconds of one micro-batch on the slowest stage, and the optimizer step."""
+
+    compute_s: Any
+    """Forward + backward (+ recomputation) of one micro-batch on one GPU."""
+    tp_s: Any
+    """Exposed tensor-parallel communication per micro-batch."""
+    cp_s: Any
+    ep_s: Any
+    optimizer_s: Any
+    """Optimizer step per training step."""
+    hidden_s: Any
+    """Model-parallel communication hidden behind compute per micro-batch (it takes SMs)."""
+
+    @property
+    def slot_s(self) -> Any:
+        """A pipeline slot: compute and exposed model-parallel communication."""
+        return self.compute_s + self.tp_s + self.cp_s + self.ep_s
+
+
+#: Default fp8 recipe by architecture when the request names none (TransformerEngine: delayed
+#: tensor scaling on Hopper; MXFP8 block scaling is Blackwell's native fp8).
+DEFAULT_FP8_RECIPE = {"blackwell": "mxfp8"}
+
+
+def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
+    """How kernels are issued: CUDA graphs when asked; fused kernels with Megatron's and
+    DeepSpeed's TransformerEngine/apex layers or torch.compile; eager PyTorch otherwise
+    (FSDP2 without compile)."""
+    if opt.cuda_graphs:
+        return compute.LaunchMode.GRAPHS
+    if opt.compile or opt.stack is not Stack.FSDP2:
+        return compute.LaunchMode.FUSED
+    return compute.LaunchMode.EAGER
+
+
+def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
+    rates = compute.gpu_rates(
+        cl.perf,
+        cl.gpu,
+        precision=cl.precision,
+        power_cap_W=cl.power_cap_W,
+        virtualization_overhead=cl.virtualization_overhead,
+        gemm_efficiency=opt.gemm_efficiency,
+        launch_mode=_launch_mode(opt),
+    )
+    # fp8 GEMMs inside a step reach less of their microbenchmark rate than bf16 ones
+    # (model/calibration.py)
+    return rates.with_(
+        fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY
+    )
+
+
+def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
+    if cl.precision.value != "fp8":
+        return None
+    return opt.fp8_recipe or DEFAULT_FP8_RECIPE.get(cl.perf.arch, "delayed")
+
+
+def _optimizer_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> Any:
+    """Adam and gradient clipping over this GPU's shard of the trainable parameters (ZeRO-1+
+    shards the optimizer over dp·cp), or ZeRO-Offload's PCIe and host work."""
+    trainable = (d.dense_local_params + d.expert_local_params) * d.trainable
+    shards = np.where(d.zero >= 1, d.dp_cp, 1.0)
+    if opt.offload_optimizer:
+        return memory.optimizer_step_s(trainable, shards, rates.hbm_Bps, True)
+    shard = trainable / shards
+    return compute.optimizer_step_s(shard, rates) + compute.grad_clip_s(shard, rates)
+
+
+def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
+    rates = _gpu_rates(cl, opt)
+    optimizer_s = _optimizer_s(d, opt, rates) / calibration.IN_STEP_EFFICIENCY
+    if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
             w.traffic_bytes_per_sample,
             w.kernels_per_step,
-            mb,
+            d.mb,
             rates,
             w.compute_efficiency,
-        ) + np.zeros_like(tp)
-        tp_exp = cp_exp = ep_exp = np.zeros_like(tp)
-    optimizer_s = memory.optimizer_step_s(
-        (dense_local + expert_local) * trainable,
-        np.where(zero >= 1, dp_cp, 1.0),
-        rates.hbm_Bps,
-        opt.offload_optimizer,
+        ) + np.zeros_like(d.tp)
+        zero = np.zeros_like(d.tp)
+        return StageTerms(t_mb, zero, zero, zero, optimizer_s, zero)
+    return _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+
+
+def _tp_total_s(ar: Any, ag: Any, rs: Any, opt: StepOptions, recompute: Any) -> Any:
+    """Every TP collective of one layer for one micro-batch, hidden or not (forward, its
+    recomputation, backward): what overlaps compute when it is hidden."""
+    if opt.sequence_parallel or opt.tp_comm_overlap:
+        return (2 * ag + 2 * rs) * (1 + recompute) + 4 * ag + 2 * rs
+    return 2 * ar * (1 + recompute) + 2 * ar
+
+
+def _transformer_stage(
+    w: Transformer,
+    cl: Cluster,
+    d: Dims,
+    opt: StepOptions,
+    mem: MemoryTerms,
+    rates: compute.GpuRates,
+    optimizer_s: Any,
+) -> StageTerms:
+    tokens = d.mb * d.seq / d.cp
+    # experts fold over tp·cp·dp as ep × etp: each GPU runs E/ep experts at a width of 1/etp,
+    # which the kernel model's (tp-sliced) expert shapes reproduce in FLOPs with ep·etp/tp
+    shape = compute.LayerShape(d.mb, tokens, d.tp, d.cp, d.ep * d.etp / d.tp)
+    layer = partial(
+        compute.transformer_layer,
+        w,
+        shape,
+        rates,
+        sequence_parallel=opt.sequence_parallel,
+        flash_attention=opt.flash_attention,
+        fp8=_fp8_recipe(cl, opt),
     )
-    compute_s = m * t_mb + optimizer_s
-    stage = t_mb + tp_exp + cp_exp + ep_exp
+    dense = layer(moe_layer=False)
+    moe = layer(moe_layer=True) if w.is_moe else dense
+    ms = d.moe_share
 
-    # --- pipeline ---------------------------------------------------------------------------
-    p2p = _coll(Op.SEND_RECV, pipeline.p2p_bytes(mb, seq, h, tp, cp), 2.0, cl, tp * cp * dp_in)
-    bubble_s, pp_s = pipeline.pipeline_s(stage, p2p, pp, v, m, overlap=opt.pp_comm_overlap)
+    def mix(a: Any, b: Any) -> Any:  # the average layer of the model
+        return (1 - ms) * a + ms * b
 
-    # --- data parallelism -----------------------------------------------------------------
-    dense_b = dense_local * grad_b * trainable
-    expert_b = expert_local * grad_b * trainable
-    ratio = topk_ratio(opt.compression)
-    if ratio is not None:
-        sparse = (
-            ratio * (dense_local + expert_local) * trainable * data_parallel.TOPK_BYTES_PER_ELEMENT
+    forward = mix(dense.forward_s, moe.forward_s)
+    # TransformerEngine caches fp8 weights over a step's micro-batches; torchao casts (and
+    # FSDP gathers) them each time
+    cast = mix(dense.fp8_weight_cast_s, moe.fp8_weight_cast_s)
+    per_layer = mix(dense.gpu_s, moe.gpu_s) - np.where(
+        opt.stack is Stack.FSDP2, 0.0, cast * (1 - 1 / np.maximum(d.m, 1.0))
+    )
+    wgrad = mix(dense.bwd_wgrad_s, moe.bwd_wgrad_s)
+    attention = mix(
+        dense.fwd_attention_s + dense.bwd_attention_s, moe.fwd_attention_s + moe.bwd_attention_s
+    )
+    # full recomputation reruns the forward of its share of layers. Selective: Megatron
+    # reruns the attention core (the kernel's forward, as TransformerEngine's checkpointed
+    # core attention does; the unfused scores without FlashAttention); torchtitan's op-level
+    # policy reruns every other matmul and the element-wise kernels. AUTO keeps what fits
+    # without rerunning anything (FlashAttention stores no scores).
+    if opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
+        rerun = memory.op_sac_recomputed_gemm_share(w)
+        selective = rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s) + mix(
+            dense.fwd_memory_s, moe.fwd_memory_s
         )
-        t_reduce = _coll(Op.ALL_GATHER, sparse * dp_cp, dp_cp, cl, tp)
+    elif opt.recompute is Recompute.SELECTIVE or not opt.flash_attention:
+        selective = mix(dense.recompute_selective_s, moe.recompute_selective_s)
     else:
-        t_reduce = data_parallel.bucketed_all_reduce_s(
-            dense_b, opt.bucket_MiB, lambda size: _coll(Op.ALL_REDUCE, size, dp_cp, cl, tp)
-        ) + data_parallel.bucketed_all_reduce_s(
-            expert_b,
-            opt.bucket_MiB,
-            lambda size: _coll(Op.ALL_REDUCE, size, dp_expert, cl, tp * ep),
-        )
-    window = data_parallel.overlap_window_s(t_mb, pp, v) if opt.overlap else np.zeros_like(t_mb)
-    last_bucket = t_reduce * data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b)
-    ddp_s = np.where(dp_cp > 1, data_parallel.ddp_exposed_s(t_reduce, window, last_bucket), 0.0)
-    w_dense, w_exp = dense_local * memory.WEIGHT_BYTES, expert_local * memory.WEIGHT_BYTES
-    # FSDP: per micro-batch, all-gather the stage's weights for forward and again for backward
-    # (each GPU holds 1/(dp·cp)), and reduce-scatter the gradients
-    fsdp_mb = (
-        2
-        * (
-            _coll(Op.ALL_GATHER, w_dense, dp_cp, cl, tp)
-            + _coll(Op.ALL_GATHER, w_exp, dp_expert, cl, tp * ep)
-        )
-        + _coll(Op.REDUCE_SCATTER, dense_b, dp_cp, cl, tp)
-        + _coll(Op.REDUCE_SCATTER, expert_b, dp_expert, cl, tp * ep)
+        selective = 0.0
+    share = mem.recompute_share
+    recompute = share * forward + np.where(
+        opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective
     )
-    fsdp_s = data_parallel.fsdp_exposed_s(fsdp_mb, t_mb if opt.overlap else 0.0, layers_ps, m)
-    inner_s = np.where(zero >= 3, fsdp_s, ddp_s)
-    share, share_e = data_parallel.ring_share(dp_cp), data_parallel.ring_share(dp_expert)
-    ddp_bytes = 2 * (share * dense_b + share_e * expert_b)
-    fsdp_bytes = m * (share * (2 * w_dense + dense_b) + share_e * (2 * w_exp + expert_b))
-    dp_bytes = np.where(zero >= 3, fsdp_bytes, ddp_bytes)
-    # DiLoCo: every H steps each GPU all-reduces its 1/(dp·cp) slice of the pseudo-gradients
-    # with the matching GPUs of the other workers, then all-gathers the new weights inside its
-    # worker (Douillard et al. 2023; sharded as in INTELLECT-1)
-    outer_s = np.zeros_like(inner_s)
-    if H > 1:
-        shard = (dense_local + expert_local) * trainable / dp_cp
-        outer_bytes = shard * data_parallel.OUTER_BYTES[opt.outer_compression]
-        stride = n / workers
-        t_outer = _coll(Op.ALL_REDUCE, outer_bytes, workers, cl, stride) + _coll(
-            Op.ALL_GATHER, shard * dp_cp * memory.WEIGHT_BYTES, dp_cp, cl, tp
-        )
-        inner_step = m * t_mb + inner_s
-        outer_s = data_parallel.outer_sync_exposed_s(t_outer, H, inner_step, opt.outer_overlap)
-        dp_bytes = dp_bytes + 2 * data_parallel.ring_share(workers) * outer_bytes / H
-    dp_s = inner_s + outer_s
+    frozen_saving = (1 - d.trainable) * wgrad  # frozen weights need no weight gradient
+    kernels = mix(dense.kernels, moe.kernels)
+    head = compute.lm_head(w, tokens, d.tp, rates, fused_loss=opt.compile)
+    embed = compute.embedding_s(w, tokens, d.tp, rates)
+    # tensor parallelism: the collectives of each layer, hidden behind GEMMs where they can be
+    buf = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
+    ar = _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0)
+    ag = _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0)
+    rs = _coll(Op.REDUCE_SCATTER, buf, d.tp, cl, 1.0)
+    tp_layer = parallel.tp_layer_s(
+        ar,
+        ag,
+        rs,
+        wgrad,
+        sequence_parallel=opt.sequence_parallel,
+        comm_overlap=opt.tp_comm_overlap,
+        tp_ranks=d.tp,
+        recompute_forward=share,
+    )
+    tp_on = d.tp > 1
+    tp_layer = np.where(tp_on, tp_layer, 0.0)
+    tp_hidden = np.where(tp_on, _tp_total_s(ar, ag, rs, opt, share) - tp_layer, 0.0)
+    kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
+    cp_ag = _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp)
+    cp_rs = _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp)
+    a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
+    ep_a2a = _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.etp)
 
-    # --- stragglers and the step ------------------------------------------------------------
+    def on(layers: Any, first: Any, last: Any) -> tuple[Any, Any, Any, Any, Any]:
+        """(compute, TP, CP, EP exposed; communication hidden) per micro-batch of a rank
+        holding `layers`, the embedding if `first`, the LM head and loss if `last`."""
+        gpu = layers * (per_layer + recompute - frozen_saving)
+        gpu = gpu + np.where(last, head.total_s, 0.0) + np.where(first, embed, 0.0)
+        gpu = gpu / calibration.IN_STEP_EFFICIENCY
+        t = compute.host_bound_s(gpu, layers * kernels + np.where(last, head.kernels, 0), rates)
+        cp_total = layers * (cp_ag + cp_rs)
+        cp = parallel.cp_microbatch_s(layers, cp_ag, cp_rs, layers * attention)
+        ep_total = layers * ms * parallel.EP_ALL_TO_ALLS_PER_LAYER * ep_a2a
+        ep = parallel.ep_microbatch_s(layers * ms, ep_a2a, opt.ep_overlap)
+        hidden = layers * tp_hidden + (cp_total - cp) + (ep_total - ep)
+        return t, layers * tp_layer, cp, ep, hidden
+
+    # the pipeline runs at the pace of its slowest rank: first, a middle one, or the last
+    # (which also runs the LM head and the loss)
+    ranks = [
+        on(d.layers_first, True, d.pp <= 1),
+        on(d.layers_mid, False, False),
+        on(d.layers_last, d.pp <= 1, True),
+    ]
+    totals = [sum(parts[:4]) for parts in ranks]
+    totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
+    slowest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+    parts = [np.choose(slowest, np.broadcast_arrays(*(r[i] for r in ranks))) for i in range(5)]
+    return StageTerms(parts[0], parts[1], parts[2], parts[3], optimizer_s, parts[4])
+
+
+# --- pipeline ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineTerms:
+    bubble_s: Any
+    """Fill and drain of the pipeline per step."""
+    pp_s: Any
+    """Exposed stage-to-stage sends per step."""
+    hidden_s: Any
+    """Sends hidden behind compute per step."""
+
+
+def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> PipelineTerms:
+    size = pipeline.p2p_bytes(d.mb, d.seq, d.hidden, d.tp, d.cp)
+    p2p = _coll(Op.SEND_RECV, size, 2.0, cl, d.tp * d.cp * d.dp_in)
+    bubble, exposed = pipeline.pipeline_s(
+        stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
+    )
+    sends = np.where(d.pp > 1, d.m * 2 * d.v * p2p, 0.0)
+    return PipelineTerms(bubble, exposed, np.maximum(sends - exposed, 0.0))
+
+
+# --- data parallelism -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataParallelTerms:
+    dp_s: Any
+    """Exposed gradient (and DiLoCo outer) synchronisation per step."""
+    outer_s: Any
+    """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
+    dp_bytes_per_gpu: Any
+    """Bytes each GPU sends for data parallelism per step (ring-equivalent)."""
+    hidden_s: Any
+    """Data-parallel communication hidden behind compute per step (it shares the SMs)."""
+
+
+def _grad_bytes(d: Dims) -> tuple[Any, Any]:
+    """Gradient bytes per GPU to reduce: (dense, routed experts)."""
+    return (
+        d.dense_local_params * d.grad_bytes * d.trainable,
+        d.expert_local_params * d.grad_bytes * d.trainable,
+    )
+
+
+def _ddp_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
+) -> tuple[Any, Any, Any]:
+    """DDP (ZeRO-0) and sharded optimizers (ZeRO-1/2): gradients all-reduced, or
+    reduce-scattered and the updated weights all-gathered, in buckets, once per step.
+    (exposed s, hidden s, bytes sent)."""
+    dense_b, expert_b = _grad_bytes(d)
+    sharded = d.zero >= 1
+    ratio = topk_ratio(opt.compression)
+
+    def bucketed(op: Op, size: Any, ranks: Any, stride: Any) -> Any:
+        return data_parallel.bucketed_all_reduce_s(
+            size, opt.bucket_MiB, lambda b: _coll(op, b, ranks, cl, stride)
+        )
+
+    if ratio is not None:
+        kept = ratio * (d.dense_local_params + d.expert_local_params) * d.trainable
+        sparse = kept * data_parallel.TOPK_BYTES_PER_ELEMENT
+        reduce_s = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
+        gather_s = np.zeros_like(reduce_s)
+    else:
+        ar = bucketed(Op.ALL_REDUCE, dense_b, d.dp_cp, d.tp) + bucketed(
+            Op.ALL_REDUCE, expert_b, d.dp_expert, d.ep * d.etp
+        )
+        rs = bucketed(Op.REDUCE_SCATTER, dense_b, d.dp_cp, d.tp) + bucketed(
+            Op.REDUCE_SCATTER, expert_b, d.dp_expert, d.ep * d.etp
+        )
+        w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
+        ag = bucketed(Op.ALL_GATHER, d.dense_local_params * w_b, d.dp_cp, d.tp) + bucketed(
+            Op.ALL_GATHER, d.expert_local_params * w_b, d.dp_expert, d.ep * d.etp
+        )
+        reduce_s, gather_s = np.where(sharded, rs, ar), np.where(sharded, ag, 0.0)
+    exposed = data_parallel.zero12_exposed_s(
+        reduce_s,
+        gather_s,
+        data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v),
+        data_parallel.FORWARD_SHARE * stage.compute_s,
+        data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b),
+        overlap_grad_reduce=flags[0],
+        overlap_param_gather=flags[1],
+    )
+    exposed = np.where(d.dp_cp > 1, exposed, 0.0)
+    total = np.where(d.dp_cp > 1, reduce_s + gather_s, 0.0)
+    share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
+    return exposed, total - exposed, 2 * (share * dense_b + share_e * expert_b)
+
+
+def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:
+    """(reshard after forward, reduce-scatter every micro-batch) per layout for ZeRO-3. Under
+    pipeline parallelism torchtitan keeps the gathered weights between forward and backward
+    (its default reshard policy) and the pipeline schedule syncs gradients only after the
+    last micro-batch (torch.distributed.pipelining)."""
+    b = data_parallel.STACKS[opt.stack]
+    piped = (d.pp > 1) & (opt.stack is Stack.FSDP2)
+    reshard = np.where(piped, False, b.reshard_after_forward)
+    if opt.reshard_after_forward is not None:
+        reshard = np.full(np.shape(piped), opt.reshard_after_forward)
+    every = np.where(piped, False, b.reduce_every_microbatch)
+    return reshard, every
+
+
+def _fsdp_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
+) -> tuple[Any, Any, Any]:
+    """FSDP / ZeRO-3: per micro-batch, all-gather the stage's weights for forward and, when
+    they were freed after forward, again for backward (each GPU holds 1/(dp·cp)), and
+    reduce-scatter the gradients (every micro-batch, or once per step); prefetched layer by
+    layer behind compute. (exposed s, hidden s, bytes sent)."""
+    reshard, every = _fsdp_behaviour(d, opt)
+    gathers = np.where(reshard, 2.0, 1.0)
+    dense_b, expert_b = _grad_bytes(d)
+    w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
+    w_dense, w_exp = d.dense_local_params * w_b, d.expert_local_params * w_b
+    gather = _coll(Op.ALL_GATHER, w_dense, d.dp_cp, cl, d.tp) + _coll(
+        Op.ALL_GATHER, w_exp, d.dp_expert, cl, d.ep * d.etp
+    )
+    scatter = _coll(Op.REDUCE_SCATTER, dense_b, d.dp_cp, cl, d.tp) + _coll(
+        Op.REDUCE_SCATTER, expert_b, d.dp_expert, cl, d.ep * d.etp
+    )
+    per_mb = gathers * gather + np.where(every, scatter, 0.0)
+    window = np.where(flags[1], stage.compute_s, 0.0)
+    exposed = data_parallel.fsdp_exposed_s(per_mb, window, d.layers_ps, d.m)
+    # otherwise one reduce-scatter per step, behind the last backward
+    once = np.where(
+        flags[0],
+        np.maximum(scatter - data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v), 0),
+        scatter,
+    )
+    exposed = exposed + np.where(every, 0.0, once)
+    total = d.m * per_mb + np.where(every, 0.0, scatter)
+    share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
+    reductions = np.where(every, d.m, 1.0)
+    sent = d.m * gathers * (share * w_dense + share_e * w_exp) + reductions * (
+        share * dense_b + share_e * expert_b
+    )
+    return exposed, total - exposed, sent
+
+
+def _outer_s(
+    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, inner_s: Any
+) -> tuple[Any, Any]:
+    """DiLoCo: every H steps each GPU all-reduces its 1/(dp·cp) slice of the pseudo-gradients
+    with the matching GPUs of the other workers, then all-gathers the new weights inside its
+    worker (Douillard et al. 2023; sharded as in INTELLECT-1). Seconds per inner step, bytes."""
+    H = opt.local_sgd_steps
+    if H <= 1:
+        return np.zeros_like(inner_s), 0.0
+    shard = (d.dense_local_params + d.expert_local_params) * d.trainable / d.dp_cp
+    outer_bytes = shard * data_parallel.OUTER_BYTES[opt.outer_compression]
+    t_outer = _coll(Op.ALL_REDUCE, outer_bytes, d.workers, cl, d.n / d.workers) + _coll(
+        Op.ALL_GATHER, shard * d.dp_cp * memory.WEIGHT_BYTES, d.dp_cp, cl, d.tp
+    )
+    inner_step = d.m * stage.compute_s + inner_s
+    exposed = data_parallel.outer_sync_exposed_s(t_outer, H, inner_step, opt.outer_overlap)
+    return exposed, 2 * data_parallel.ring_share(d.workers) * outer_bytes / H
+
+
+def _data_parallel(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> DataParallelTerms:
+    flags = data_parallel.overlap_flags(
+        opt.stack,
+        d.zero,
+        overlap=opt.overlap,
+        grad_reduce=opt.overlap_grad_reduce,
+        param_gather=opt.overlap_param_gather,
+    )
+    ddp_s, ddp_hidden, ddp_bytes = _ddp_s(cl, d, opt, stage, flags)
+    fsdp_s, fsdp_hidden, fsdp_bytes = _fsdp_s(cl, d, opt, stage, flags)
+    fsdp = d.zero >= 3
+    inner_s = np.where(fsdp, fsdp_s, ddp_s)
+    outer_s, outer_bytes = _outer_s(cl, d, opt, stage, inner_s)
+    sent = np.where(fsdp, fsdp_bytes, ddp_bytes) + outer_bytes
+    hidden = np.where(fsdp, fsdp_hidden, ddp_hidden)
+    return DataParallelTerms(inner_s + outer_s, outer_s, sent, hidden)
+
+
+# --- the step ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """One optimizer step: its parts add up to `step_s`."""
+
+    compute_s: Any
+    """Micro-batches and the optimizer step."""
+    optimizer_s: Any
+    tp_s: Any
+    cp_s: Any
+    ep_s: Any
+    straggler_s: Any
+    overlap_s: Any
+    """Compute slowed by the communication it hides (NCCL kernels share SMs and HBM)."""
+    exposed_comm_s: Any
+    step_s: Any
+    flops: Any
+    """Model FLOPs of the whole step (all GPUs; full attention, the PaLM convention)."""
+    tokens: Any
+
+
+def _step(
+    w: Workload,
+    cl: Cluster,
+    d: Dims,
+    stage: StageTerms,
+    pipe: PipelineTerms,
+    dpt: DataParallelTerms,
+    opt: StepOptions,
+) -> StepTerms:
+    compute_s = d.m * stage.compute_s + stage.optimizer_s
+    # communication hidden behind compute still takes SMs and HBM from it
+    hidden = d.m * stage.hidden_s + pipe.hidden_s + dpt.hidden_s
+    overlap_s = compute.overlap_slowdown(compute_s, hidden)
     straggler = faults.straggler_s(
         compute_s,
         cl.straggler_fraction,
         cl.straggler_slowdown,
-        n,
+        d.n,
         opt.straggler_mitigation.value,
     )
-    tp_s, cp_s, ep_s = m * tp_exp, m * cp_exp, m * ep_exp
-    exposed = tp_s + cp_s + ep_s + pp_s + dp_s
-    step = compute_s + exposed + bubble_s + straggler
-    tokens_step = gb * tokens_per_sample
-    flops_step = gb * compute.training_flops_per_sample(w)
+    tp_s, cp_s, ep_s = d.m * stage.tp_s, d.m * stage.cp_s, d.m * stage.ep_s
+    exposed = tp_s + cp_s + ep_s + pipe.pp_s + dpt.dp_s
+    return StepTerms(
+        compute_s=compute_s,
+        optimizer_s=stage.optimizer_s,
+        tp_s=tp_s,
+        cp_s=cp_s,
+        ep_s=ep_s,
+        straggler_s=straggler,
+        overlap_s=overlap_s,
+        exposed_comm_s=exposed,
+        step_s=compute_s + overlap_s + exposed + pipe.bubble_s + straggler,
+        flops=d.gb * compute.training_flops_per_sample(w),
+        tokens=d.gb * d.tokens_per_sample,
+    )
 
-    # --- failures and checkpoints -------------------------------------------------------------
-    # a LoRA checkpoint holds only the adapters and their optimizer state
-    write_s = faults.checkpoint_write_s(params * trainable, cl.checkpoint_write_GBps())
-    write_s = write_s + np.zeros_like(step)
+
+# --- the run: failures, budget, cost -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunTerms:
+    mtbf_s: Any
+    checkpoint_write_s: Any
+    checkpoint_interval_s: Any
+    restart_s: Any
+    goodput: Any
+    budget_tokens: float
+    steps: Any
+    eval_s: Any
+    ideal_s: Any
+    wall_s: Any
+    gpu_hours: Any
+    gpu_cost_usd: Any
+    egress_bytes: Any
+    egress_usd: Any
+
+
+def _failures(w: Workload, cl: Cluster, d: Dims, step_s: Any) -> tuple[Any, ...]:
+    """(MTBF, checkpoint write, interval, restart, goodput) from per-component failure rates;
+    a LoRA checkpoint holds only the adapters and their optimizer state."""
+    write_s = faults.checkpoint_write_s(float(w.params) * d.trainable, cl.checkpoint_write_GBps())
+    write_s = write_s + np.zeros_like(step_s)
     restart = cl.restart_s + write_s
     if cl.failures is None:
-        mtbf = np.full(step.shape, math.inf)
-        interval = np.full(step.shape, math.inf)
-        good = np.ones(step.shape)
-    else:
-        nodes = np.asarray(cl.nodes(), dtype=np.float64)
-        nics = nodes * cl.nics_per_node
-        mtbf = faults.job_mtbf_s(cl.failures, n, nodes, nics, nics) + np.zeros_like(step)
-        interval = faults.daly_interval_s(write_s, mtbf)
-        good = faults.goodput(interval, write_s, restart, mtbf)
+        inf = np.full(step_s.shape, math.inf)
+        return inf, write_s, inf, restart, np.ones(step_s.shape)
+    nodes = np.asarray(cl.nodes(), dtype=np.float64)
+    nics = nodes * cl.nics_per_node
+    mtbf = faults.job_mtbf_s(cl.failures, d.n, nodes, nics, nics) + np.zeros_like(step_s)
+    interval = faults.daly_interval_s(write_s, mtbf)
+    return mtbf, write_s, interval, restart, faults.goodput(interval, write_s, restart, mtbf)
 
-    # --- budget and cost --------------------------------------------------------------------
+
+def _run(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, step: StepTerms) -> RunTerms:
+    mtbf, write_s, interval, restart, good = _failures(w, cl, d, step.step_s)
+    is_tf = isinstance(w, Transformer)
+    params = float(w.params)
     if isinstance(w, Transformer):
-        budget_tokens = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
-        steps = budget_tokens / tokens_step
+        budget = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
+        steps = budget / step.tokens
     else:
-        budget_tokens = 0.0
-        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / gb
+        budget = 0.0
+        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / d.gb
     # evaluation (MLPerf's clock includes it): a forward pass over eval_samples every
     # eval_interval_steps, at the training step's forward share of compute and TP time
-    eval_total = np.zeros_like(step)
+    eval_s = np.zeros_like(step.step_s)
     if opt.eval_interval_steps and opt.eval_samples:
-        forward_per_sample = (compute_s + tp_s) / (1 + compute.BACKWARD_FACTOR) / gb
+        forward_per_sample = (step.compute_s + step.tp_s) / (1 + compute.BACKWARD_FACTOR) / d.gb
         evals = np.floor(steps / opt.eval_interval_steps)
-        eval_total = evals * opt.eval_samples * forward_per_sample
-    ideal = steps * step + eval_total
+        eval_s = evals * opt.eval_samples * forward_per_sample
+    ideal = steps * step.step_s + eval_s
     wall = ideal / good
-    hours = cost.gpu_hours(n, wall)
-    sync_bytes = (
-        params * trainable * (data_parallel.OUTER_BYTES[opt.outer_compression] if H > 1 else grad_b)
-    )
+    hours = cost.gpu_hours(d.n, wall)
+    H = opt.local_sgd_steps
+    per_param = data_parallel.OUTER_BYTES[opt.outer_compression] if H > 1 else d.grad_bytes
     egress_step = cost.egress_bytes_per_step(
         cl.sites,
-        pp,
-        v,
-        isinstance(w, Transformer),
-        gb * seq * h * memory.ACT_BYTES,
-        sync_bytes,
+        d.pp,
+        d.v,
+        is_tf,
+        d.gb * d.seq * d.hidden * memory.ACT_BYTES,
+        params * d.trainable * per_param,
         H,
-        workers,
+        d.workers,
     )
     egress = egress_step * steps
-    gpu_usd = hours * price
-    egress_usd = egress / 1e9 * cl.egress_usd_per_GB
-    if cl.energy is not None:
-        power = energy_terms.training_power_W(
-            cl.energy,
-            step_s=step,
-            compute_s=compute_s,
-            flops_per_gpu_step=flops_step / n,
-            peak_flops=cl.peak_flops,
-        )
-        work = budget_tokens if isinstance(w, Transformer) else steps * gb
-        used = energy_terms.job_energy(
-            cl.energy, power_W_per_gpu=power, gpus=n, seconds=wall, tokens=work
-        )
-    else:
-        nan = np.full(step.shape, np.nan)
-        used = dict.fromkeys(
-            (
-                "power_W_per_gpu",
-                "energy_kwh",
-                "joules_per_token",
-                "tokens_per_kwh",
-                "energy_cost_usd",
-                "co2_kg",
-            ),
-            nan,
-        )
-
-    shape = step.shape
-
-    def full(x: Any) -> Any:
-        return np.broadcast_to(np.asarray(x), shape)
-
-    return Metrics(
-        gpus=full(n),
-        tp=full(tp),
-        pp=full(pp),
-        cp=full(cp),
-        ep=full(ep),
-        dp=full(dp),
-        zero=full(zero),
-        micro_batch=full(mb),
-        micro_batches=full(m),
-        virtual_stages=full(v),
-        global_batch=full(gb),
-        rule=full(rule),
-        valid=full(rule == 0),
-        fits=full(mem_total <= capacity),
-        step_time_s=step,
-        compute_s=full(compute_s),
-        exposed_comm_s=full(exposed),
-        dp_s=full(dp_s),
-        tp_s=full(tp_s),
-        pp_s=full(pp_s),
-        ep_s=full(ep_s),
-        cp_s=full(cp_s),
-        bubble_s=full(bubble_s),
-        straggler_s=full(straggler),
-        comm_efficiency=full(compute_s / step),
-        compute_utilisation=full(1 - dp_s / step),
-        outer_sync_s=full(outer_s),
-        mfu=full(flops_step / (step * n * cl.peak_flops)),
-        tflops_per_gpu=full(flops_step / (step * n) / 1e12),
-        tokens_per_s=full(tokens_step / step),
-        samples_per_s=full(gb / step),
-        dp_bytes_per_gpu=full(dp_bytes),
-        memory_bytes=full(mem_total),
-        memory_weights_bytes=full(weights),
-        memory_grads_bytes=full(grads),
-        memory_optimizer_bytes=full(optimizer),
-        memory_activations_bytes=full(acts),
-        memory_capacity_bytes=full(capacity),
-        recompute_share=full(recompute_share),
-        mtbf_s=full(mtbf),
-        checkpoint_write_s=full(write_s),
-        checkpoint_interval_s=full(interval),
-        restart_s=full(restart),
-        goodput=full(good),
-        tokens=full(budget_tokens),
-        samples=full(steps * gb),
-        steps=full(steps),
-        optimizer_s=full(optimizer_s),
-        ideal_time_s=full(ideal),
-        eval_time_s=full(eval_total),
-        time_to_train_s=full(wall),
-        gpu_hours=full(hours),
-        price_per_gpu_hour_usd=full(price),
-        gpu_cost_usd=full(gpu_usd),
-        egress_bytes=full(egress),
-        egress_usd=full(egress_usd),
-        cost_usd=full(gpu_usd + egress_usd),
-        failure_cost_usd=full(cost.gpu_hours(n, wall - ideal) * price),
-        **{k: full(v) for k, v in used.items()},
+    return RunTerms(
+        mtbf_s=mtbf,
+        checkpoint_write_s=write_s,
+        checkpoint_interval_s=interval,
+        restart_s=restart,
+        goodput=good,
+        budget_tokens=budget,
+        steps=steps,
+        eval_s=eval_s,
+        ideal_s=ideal,
+        wall_s=wall,
+        gpu_hours=hours,
+        gpu_cost_usd=hours * d.price,
+        egress_bytes=egress,
+        egress_usd=egress / 1e9 * cl.egress_usd_per_GB,
     )
+
+
+# --- energy -----------------------------------------------------------------------------------
+
+ENERGY_FIELDS = (
+    "power_W_per_gpu",
+    "energy_kwh",
+    "joules_per_token",
+    "tokens_per_kwh",
+    "energy_cost_usd",
+    "co2_kg",
+)
+
+
+def _energy(w: Workload, cl: Cluster, d: Dims, step: StepTerms, run: RunTerms) -> dict[str, Any]:
+    """Power over a step, and the job's electricity, cost and CO2 (NaN when not priced)."""
+    if cl.energy is None:
+        return dict.fromkeys(ENERGY_FIELDS, np.full(step.step_s.shape, np.nan))
+    power = energy_terms.training_power_W(
+        cl.energy,
+        step_s=step.step_s,
+        compute_s=step.compute_s,
+        flops_per_gpu_step=step.flops / d.n,
+        peak_flops=cl.peak_flops,
+    )
+    work = run.budget_tokens if isinstance(w, Transformer) else run.steps * d.gb
+    return energy_terms.job_energy(
+        cl.energy, power_W_per_gpu=power, gpus=d.n, seconds=run.wall_s, tokens=work
+    )
+
+
+# --- composition ------------------------------------------------------------------------------
+
+
+def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
+    """Price one training step, the whole run, its failures and its cost for every layout."""
+    with np.errstate(all="ignore"):
+        d = _dims(w, cl, lay, opt)
+        mem = _memory(w, cl, d, opt)
+        stage = _stage(w, cl, d, opt, mem)
+        pipe = _pipeline(cl, d, opt, stage)
+        dpt = _data_parallel(cl, d, opt, stage)
+        step = _step(w, cl, d, stage, pipe, dpt, opt)
+        run = _run(w, cl, d, opt, step)
+        used = _energy(w, cl, d, step, run)
+        return _metrics(cl, d, mem, pipe, dpt, step, run, used)
+
+
+def _metrics(
+    cl: Cluster,
+    d: Dims,
+    mem: MemoryTerms,
+    pipe: PipelineTerms,
+    dpt: DataParallelTerms,
+    step: StepTerms,
+    run: RunTerms,
+    used: dict[str, Any],
+) -> Metrics:
+    """Every term group's fields under the names `Metrics` (and the JSON/CSV) use."""
+    s = step.step_s
+    values: dict[str, Any] = {
+        "gpus": d.n,
+        "tp": d.tp,
+        "pp": d.pp,
+        "cp": d.cp,
+        "ep": d.ep,
+        "etp": d.etp,
+        "dp": d.dp,
+        "zero": d.zero,
+        "micro_batch": d.mb,
+        "micro_batches": d.m,
+        "virtual_stages": d.v,
+        "global_batch": d.gb,
+        "rule": d.rule,
+        "valid": d.rule == 0,
+        "fits": mem.total_bytes <= mem.capacity_bytes,
+        "step_time_s": s,
+        "compute_s": step.compute_s,
+        "exposed_comm_s": step.exposed_comm_s,
+        "dp_s": dpt.dp_s,
+        "tp_s": step.tp_s,
+        "pp_s": pipe.pp_s,
+        "ep_s": step.ep_s,
+        "cp_s": step.cp_s,
+        "bubble_s": pipe.bubble_s,
+        "straggler_s": step.straggler_s,
+        "overlap_s": step.overlap_s,
+        "comm_efficiency": step.compute_s / s,
+        "compute_utilisation": 1 - dpt.dp_s / s,
+        "outer_sync_s": dpt.outer_s,
+        "mfu": step.flops / (s * d.n * cl.peak_flops),
+        "tflops_per_gpu": step.flops / (s * d.n) / 1e12,
+        "tokens_per_s": step.tokens / s,
+        "samples_per_s": d.gb / s,
+        "dp_bytes_per_gpu": dpt.dp_bytes_per_gpu,
+        "memory_bytes": mem.total_bytes,
+        "memory_weights_bytes": mem.weights_bytes,
+        "memory_grads_bytes": mem.grads_bytes,
+        "memory_optimizer_bytes": mem.optimizer_bytes,
+        "memory_activations_bytes": mem.activations_bytes,
+        "memory_transient_bytes": mem.transient_bytes,
+        "memory_capacity_bytes": mem.capacity_bytes,
+        "recompute_share": mem.recompute_share,
+        "mtbf_s": run.mtbf_s,
+        "checkpoint_write_s": run.checkpoint_write_s,
+        "checkpoint_interval_s": run.checkpoint_interval_s,
+        "restart_s": run.restart_s,
+        "goodput": run.goodput,
+        "tokens": run.budget_tokens,
+        "samples": run.steps * d.gb,
+        "steps": run.steps,
+        "optimizer_s": step.optimizer_s,
+        "ideal_time_s": run.ideal_s,
+        "eval_time_s": run.eval_s,
+        "time_to_train_s": run.wall_s,
+        "gpu_hours": run.gpu_hours,
+        "price_per_gpu_hour_usd": d.price,
+        "gpu_cost_usd": run.gpu_cost_usd,
+        "egress_bytes": run.egress_bytes,
+        "egress_usd": run.egress_usd,
+        "cost_usd": run.gpu_cost_usd + run.egress_usd,
+        "failure_cost_usd": cost.gpu_hours(d.n, run.wall_s - run.ideal_s) * d.price,
+        **used,
+    }
+    # ranges from the model's error on published runs of the same class (model/calibration)
+    low, high = calibration.step_range_factors(cl.precision.value, d.moe_share > 0)
+    values |= {
+        "step_time_s_p10": s * low,
+        "step_time_s_p90": s * high,
+        "mfu_p10": values["mfu"] / high,
+        "mfu_p90": values["mfu"] / low,
+        "time_to_train_s_p10": run.wall_s * low,
+        "time_to_train_s_p90": run.wall_s * high,
+        "cost_usd_p10": run.gpu_cost_usd * low + run.egress_usd,
+        "cost_usd_p90": run.gpu_cost_usd * high + run.egress_usd,
+    }
+    shape = np.shape(s)
+    return Metrics(**{k: np.broadcast_to(np.asarray(v), shape) for k, v in values.items()})

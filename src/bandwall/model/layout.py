@@ -1,6 +1,6 @@
 """Parallel layouts as arrays, and the one validity mask every caller uses.
 
-A layout is (tp, pp, cp, ep, zero, micro_batch, virtual_stages) for a given GPU count and
+A layout is (tp, pp, cp, ep, etp, zero, micro_batch, virtual_stages) for a given GPU count and
 global batch; arrays of layouts broadcast together. `check_layouts` returns, per layout, the
 first rule it breaks (0 if none); `explain` turns a broken rule into the one-line message and
 the request field it is about. `plan`, `sweep`, the layout search, `scale`, `compare` and
@@ -36,7 +36,7 @@ __all__ = [
     "explain",
 ]
 
-LAYOUT_AXES = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
+LAYOUT_AXES = ("tp", "pp", "cp", "ep", "etp", "zero", "micro_batch", "virtual_stages")
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class LayoutArrays:
     pp: Any
     cp: Any
     ep: Any
+    etp: Any
+    """Expert tensor parallelism (Megatron MoE parallel folding; 1 for dense models)."""
     zero: Any
     micro_batch: Any
     virtual_stages: Any
@@ -75,9 +77,10 @@ class Rule(IntEnum):
     CP_SEQUENCE = 9
     EP_DENSE = 10
     EP_DIVIDES = 11
-    BATCH_DIVISIBLE = 12
-    ASYNC_NEEDS_LOCAL_SGD = 13
-    DILOCO_WORKERS = 14
+    ETP_IN_NODE = 12
+    BATCH_DIVISIBLE = 13
+    ASYNC_NEEDS_LOCAL_SGD = 14
+    DILOCO_WORKERS = 15
 
 
 def check_layouts(
@@ -93,7 +96,7 @@ def check_layouts(
 ) -> IntArray:
     """The first broken `Rule` per layout (0 where the layout is valid). Memory fit is not a
     rule here: the engine computes it (`fits`) from the same layouts."""
-    tp, pp, cp, ep, _zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
+    tp, pp, cp, ep, etp, _zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
     G = float(cl.gpus_per_node)
     model_par = tp * pp * cp
     dp = n / model_par
@@ -104,11 +107,16 @@ def check_layouts(
         (Rule.TP_IN_NODE, (tp > G) | (np.mod(G, tp) != 0)),
     ]
     if isinstance(w, Transformer):
+        # fewer key-value heads than TP ranks are replicated (each rank holds one), so tp must
+        # divide the query heads and either divide or be a multiple of the key-value heads
         kv = float(w.kv_heads or w.heads)
-        checks.append((Rule.TP_HEADS, (np.mod(w.heads, tp) != 0) | (np.mod(kv, tp) != 0)))
+        kv_ok = (np.mod(kv, tp) == 0) | (np.mod(tp, kv) == 0)
+        checks.append((Rule.TP_HEADS, (np.mod(w.heads, tp) != 0) | ~kv_ok))
     checks.append((Rule.GPUS_DIVISIBLE, np.mod(n, model_par) != 0))
     if isinstance(w, Transformer):
-        checks.append((Rule.PP_LAYERS, pp * v > w.layers))
+        # Megatron may count the embedding and the loss as a layer each when it splits the
+        # model into pp × v chunks (account_for_embedding/loss_in_pipeline_split)
+        checks.append((Rule.PP_LAYERS, pp * v > w.layers + 2))
     checks += [
         (Rule.INTERLEAVE_NEEDS_PP, (v > 1) & (pp == 1)),
         (Rule.INTERLEAVE_SCHEDULE, (v > 1) & (schedule is Schedule.ONE_F_ONE_B)),
@@ -117,7 +125,13 @@ def check_layouts(
         checks += [
             (Rule.CP_SEQUENCE, np.mod(w.seq_len, cp) != 0),
             (Rule.EP_DENSE, (ep > 1) & (not w.is_moe)),
-            (Rule.EP_DIVIDES, (np.mod(w.experts, ep) != 0) | (np.mod(np.floor(dp), ep) != 0)),
+            # MoE parallel folding (Megatron-Core): the expert layers split the same
+            # tp·cp·dp ranks as ep × etp × expert-dp
+            (
+                Rule.EP_DIVIDES,
+                (np.mod(w.experts, ep) != 0) | (np.mod(tp * cp * np.floor(dp), ep * etp) != 0),
+            ),
+            (Rule.ETP_IN_NODE, (etp > G) | (np.mod(G, etp) != 0) | ((etp > 1) & (not w.is_moe))),
         ]
     checks += [
         (Rule.BATCH_DIVISIBLE, (np.mod(gb, np.maximum(np.floor(dp), 1) * mb) != 0) | (dp < 1)),
@@ -149,6 +163,7 @@ RULE_FIELD = {
     Rule.CP_SEQUENCE: "cp",
     Rule.EP_DENSE: "ep",
     Rule.EP_DIVIDES: "ep",
+    Rule.ETP_IN_NODE: "etp",
     Rule.BATCH_DIVISIBLE: "global_batch",
     Rule.ASYNC_NEEDS_LOCAL_SGD: "straggler_mitigation",
     Rule.DILOCO_WORKERS: "diloco_workers",
@@ -195,12 +210,15 @@ def explain(
     if r is Rule.TP_HEADS and isinstance(w, Transformer):
         kv = w.kv_heads or w.heads
         return LayoutError(
-            f"{tp} does not divide the {w.heads} attention heads and {kv} key-value heads",
+            f"{tp} must divide the {w.heads} attention heads, and divide or be a multiple of "
+            f"the {kv} key-value heads",
             field="tp",
         )
     if r is Rule.PP_LAYERS and isinstance(w, Transformer):
         return LayoutError(
-            f"{pp} stages × {v} virtual stages exceed the {w.layers} layers", field="pp"
+            f"{pp} stages × {v} virtual stages exceed the {w.layers} layers (+ the embedding "
+            "and the loss)",
+            field="pp",
         )
     if r is Rule.INTERLEAVE_NEEDS_PP:
         return LayoutError(f"{v} needs pipeline parallelism (pp > 1)", field="virtual_stages")
@@ -213,9 +231,17 @@ def explain(
     if r is Rule.EP_DENSE:
         return LayoutError(f"{w.key} is dense; expert parallelism needs an MoE model", field="ep")
     if r is Rule.EP_DIVIDES and isinstance(w, Transformer):
+        etp = layout.get("etp", 1)
         return LayoutError(
-            f"{ep} must divide both the {w.experts} experts and dp = {dp}", field="ep"
+            f"{ep} must divide the {w.experts} experts, and ep × etp = {ep * etp} the "
+            f"tp × cp × dp = {tp * cp * dp} ranks the expert layers fold over",
+            field="ep",
         )
+    if r is Rule.ETP_IN_NODE:
+        etp = layout.get("etp", 1)
+        if isinstance(w, Transformer) and not w.is_moe:
+            return LayoutError(f"{w.key} is dense; expert TP needs an MoE model", field="etp")
+        return LayoutError(f"{etp} must divide the {G} GPUs of a node", field="etp")
     if r is Rule.BATCH_DIVISIBLE:
         return LayoutError(
             f"{global_batch} is not divisible by dp × micro-batch = {dp} × {mb}",

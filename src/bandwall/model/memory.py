@@ -28,8 +28,19 @@ WEIGHT_BYTES = 2
 ACT_BYTES = 2
 #: fp32 logits of the LM head, kept for the loss.
 LOGIT_BYTES = 4
-#: Share of device memory usable by the framework (CUDA context, allocator fragmentation).
-USABLE_MEMORY_FRACTION = 0.9
+#: Device memory the framework cannot allocate: the CUDA context (~0.5 GiB on Hopper with
+#: lazy module loading; PyTorch "CUDA semantics" notes) and NCCL's buffers (NCCL_BUFFSIZE
+#: 4 MiB per channel per peer and protocol, ~1 GiB for a node's rings and trees; NCCL env
+#: docs). An estimate: torchtitan reports its peaks against 95.0 of an H100-96GB's 95.6 GiB.
+RESERVED_BYTES = 1.5 * 2**30
+#: PyTorch's caching allocator holds more than the tensors alive at the peak (block rounding,
+#: fragmentation between differently sized activations); frameworks report the reserved
+#: peak. Applied to the activations and transients, which churn; the static state does not.
+ALLOCATOR_OVERHEAD = 1.10
+#: Logits at the peak of the loss, bytes per element: the bf16 logits, the fp32 copy the
+#: cross-entropy works on and its fp32 gradient (Megatron's vocab-parallel cross-entropy and
+#: torchtitan's loss both upcast; `LOGIT_BYTES` is what stays between forward and backward).
+LOGIT_PEAK_BYTES = 2 + 4 + 4
 #: DiLoCo keeps the outer optimizer state and the last synchronised weights in fp32.
 DILOCO_EXTRA_BYTES_PER_PARAM = 8
 #: Attention score bytes per token per head per sequence position without recomputation.
@@ -53,7 +64,34 @@ class MemoryBytes:
 
 def usable_memory_bytes(device_memory_bytes: float) -> float:
     """What the framework can allocate of a device's memory (nvidia-smi's total)."""
-    return device_memory_bytes * USABLE_MEMORY_FRACTION
+    return device_memory_bytes - RESERVED_BYTES
+
+
+def op_sac_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[float, float]:
+    """Activation bytes per token per layer under op-level selective checkpointing
+    (torchtitan's "selective op" policy, torchtitan/models/llama3/infra/parallelize.py: the
+    block input, the attention kernel's output and every other matmul's output are kept;
+    element-wise results and the other matmuls are recomputed): the block input (h), the Q
+    and V projections (every other of q, k, v, o), the attention output, the MLP's first and
+    last matmul outputs. Returns (replicated without SP, TP-sharded) bytes like
+    `activation_elements_per_token_layer`."""
+    h, hq, kv = float(w.hidden), float(w.q_dim), float(w.kv_dim)
+    if moe_layer:
+        ffn = float(w.moe_ffn or w.ffn or 4 * w.hidden) * (w.top_k + w.shared_experts)
+    else:
+        ffn = float(w.ffn or 4 * w.hidden)
+    return ACT_BYTES * (h + h), ACT_BYTES * (hq + kv + hq + ffn)
+
+
+def op_sac_recomputed_gemm_share(w: Transformer) -> float:
+    """Share of a layer's linear-layer forward FLOPs op-level SAC reruns in backward: the k,
+    o and MLP up (w3) matmuls of q, k, v, o, w1, w3, w2."""
+    hq, kv = float(w.q_dim), float(w.kv_dim)
+    ffn = float(w.ffn or 4 * w.hidden)
+    gate = 2.0 if w.gated_mlp else 1.0
+    total = hq + 2 * kv + hq + (gate + 1) * ffn
+    rerun = kv + hq + (ffn if w.gated_mlp else 0.0)
+    return rerun / total
 
 
 def state_bytes(
@@ -68,11 +106,12 @@ def state_bytes(
     trainable_fraction: float = 1.0,
     offload_optimizer: bool = False,
     outer_state_on_gpu: bool = True,
+    weight_bytes: float = WEIGHT_BYTES,
 ) -> tuple[Any, Any, Any]:
     """Weights, gradients and optimizer state per GPU under ZeRO stage `zero` (sharded over
     `dp`, the data × context-parallel ranks). Frozen weights (LoRA) keep no gradient and no
     optimizer state; an offloaded optimizer keeps its state in host memory (ZeRO-Offload,
-    Ren et al. 2021)."""
+    Ren et al. 2021). fp8 weights (`weight_bytes` 1) halve the weight copy."""
 
     def sharded(on: Any) -> Any:
         return np.where(
@@ -81,7 +120,7 @@ def state_bytes(
             dense_params_local + expert_params_local,
         )
 
-    weights = WEIGHT_BYTES * sharded(zero >= 3)
+    weights = weight_bytes * sharded(zero >= 3)
     grads = grad_bytes_per_param * trainable_fraction * sharded(zero >= 2)
     optimizer = ADAM_BYTES_PER_PARAM * trainable_fraction * sharded(zero >= 1)
     if offload_optimizer:
@@ -158,8 +197,17 @@ def transformer_activation_bytes(
     *,
     sequence_parallel: bool,
     flash_attention: bool,
+    stage_layers: Any = None,
+    in_flight: Any = None,
+    with_logits: bool = True,
+    full_share: Any = None,
+    selective_op: bool = False,
 ) -> tuple[Any, Any]:
-    """Activation bytes on the first stage and the share of layers fully recomputed.
+    """Activation bytes on one pipeline stage and the share of its layers fully recomputed.
+
+    The stage holds `stage_layers` layers (default ceil(layers/pp), the first stage of an even
+    split) and `in_flight` micro-batches (default min(pp, micro-batches): the first 1F1B
+    stage; the last holds 1), and the fp32 logits when it is the last stage (`with_logits`).
 
     Per token per layer: the selective set (everything but the attention scores; Korthikanti
     et al. 2022 eq. 5), the full-recompute set (only the layer input), or with no
@@ -169,8 +217,11 @@ def transformer_activation_bytes(
     """
     seq = float(w.seq_len)
     moe_share = w.moe_layers / w.layers
-    rep_d, shard_d = activation_elements_per_token_layer(w, moe_layer=False)
-    rep_m, shard_m = activation_elements_per_token_layer(w, moe_layer=True)
+    per_layer = (
+        op_sac_elements_per_token_layer if selective_op else (activation_elements_per_token_layer)
+    )
+    rep_d, shard_d = per_layer(w, moe_layer=False)
+    rep_m, shard_m = per_layer(w, moe_layer=True)
     rep = (1 - moe_share) * rep_d + moe_share * rep_m
     shard = (1 - moe_share) * shard_d + moe_share * shard_m
     if sequence_parallel:
@@ -186,9 +237,19 @@ def transformer_activation_bytes(
         Recompute.NONE: selective + scores,
     }
     interleave = np.where(virtual_stages > 1, 1 + (pp - 1) / (pp * virtual_stages), 1.0)
-    in_flight = np.minimum(pp, np.maximum(micro_batches, 1.0)) * np.ceil(w.layers / pp)
-    tokens_layers = micro_batch * seq / cp * in_flight * interleave
-    logits = micro_batch * seq * w.vocab * LOGIT_BYTES / (tp * cp)
+    if in_flight is None:
+        in_flight = np.minimum(pp, np.maximum(micro_batches, 1.0))
+    if stage_layers is None:
+        stage_layers = np.ceil(w.layers / pp)
+    tokens_layers = micro_batch * seq / cp * in_flight * stage_layers * interleave
+    logits = micro_batch * seq * w.vocab * LOGIT_BYTES / (tp * cp) if with_logits else 0.0
+    if recompute is Recompute.FULL and full_share is not None:
+        # only some layers recomputed (Megatron --recompute-num-layers): the others keep the
+        # selective set
+        sel = per_tok[Recompute.SELECTIVE] * tokens_layers
+        low = per_tok[Recompute.FULL] * tokens_layers
+        share = np.clip(full_share, 0.0, 1.0) + 0.0 * sel
+        return sel - share * (sel - low) + logits, share
     if recompute is Recompute.AUTO:
         sel = per_tok[Recompute.SELECTIVE] * tokens_layers
         low = per_tok[Recompute.FULL] * tokens_layers
@@ -197,3 +258,32 @@ def transformer_activation_bytes(
         return sel - share * (sel - low) + logits, share
     acts = per_tok[recompute] * tokens_layers + logits
     return acts, np.full(np.shape(acts), float(recompute is Recompute.FULL))
+
+
+def working_set_bytes(
+    w: Transformer,
+    tp: Any,
+    cp: Any,
+    micro_batch: Any,
+    *,
+    sequence_parallel: bool,
+    last_stage: Any,
+) -> Any:
+    """Transient bytes at the backward peak beyond what is kept between passes: one layer's
+    activations rebuilt (recomputation) and their gradients (2 × one layer's selective set for
+    the current micro-batch), and on the last stage the logits at the loss
+    (`LOGIT_PEAK_BYTES` per element instead of the `LOGIT_BYTES` kept)."""
+    rep, shard = activation_elements_per_token_layer(w, moe_layer=w.is_moe)
+    per_token = (rep + shard) / tp if sequence_parallel else rep + shard / tp
+    tokens = micro_batch * float(w.seq_len) / cp
+    logits = tokens * w.vocab * (LOGIT_PEAK_BYTES - LOGIT_BYTES) / tp
+    return 2 * per_token * tokens + np.where(last_stage, logits, 0.0)
+
+
+def fsdp_transient_bytes(
+    layer_params_local: Any, zero: Any, weight_bytes: float, grad_bytes: float
+) -> Any:
+    """ZeRO-3 / FSDP: the gathered weights of the layer running and the one prefetched, and
+    their unsharded gradients before the reduce-scatter (FSDP2 keeps two layers in flight;
+    ZeRO-3's prefetch bucket likewise)."""
+    return np.where(zero >= 3, 2 * layer_params_local * (weight_bytes + grad_bytes), 0.0)

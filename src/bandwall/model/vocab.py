@@ -29,3 +29,11 @@ class Schedule(StrEnum):
 
     ONE_F_ONE_B = "1f1b"
     INTERLEAVED = "interleaved"
+
+
+class Stack(StrEnum):
+    """Training framework whose communication overlap the model follows (`STACKS`)."""
+
+    MEGATRON = "megatron"
+    FSDP2 = "fsdp2"
+    DEEPSPEED = "deepspeed"

@@ -21,8 +21,8 @@ from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import fabric_congestion
 from bandwall.model.engine import ASSUMPTIONS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
+from bandwall.model.vocab import Stack
 from bandwall.planning import compute_profile
-from bandwall.planning.presets import get_preset
 from bandwall.planning.request import (
     LAYOUT_FIELDS,
     VECTOR_FIELDS,
@@ -33,6 +33,11 @@ from bandwall.planning.request import (
 from bandwall.planning.resolve import describe_cluster, resolve_cluster, resolve_workload
 from bandwall.workloads import Transformer, Workload
 
+#: A layout the user fixed completely is priced when its predicted memory exceeds the usable
+#: memory by at most this share: the memory model's error on published runs' reported peaks
+#: (docs/model.md: -29% to +41% on the fit rows) is that wide, and a layout a published run
+#: used must not be refused. The search only picks layouts that fit outright.
+MEMORY_TOLERANCE = 0.30
 #: Default global batch for transformers: 4 Mi tokens per step, a common large-run setting.
 DEFAULT_BATCH_TOKENS = 2**22
 #: Default CNN global batch: fixed whatever the GPU count, as a real run's hyperparameters are
@@ -45,7 +50,7 @@ MAX_SWEEP_BYTES = 2 * 2**30
 #: Rows priced per vectorised pass (points × searched layouts): bounds peak memory to a few
 #: hundred MB whatever the grid.
 CHUNK_ROWS = 1 << 18
-BREAKDOWN_KEYS = ("compute", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
+BREAKDOWN_KEYS = ("compute", "overlap", "dp", "tp", "pp", "ep", "cp", "bubble", "straggler")
 CLUSTER_VECTOR_FIELDS = tuple(f for f in VECTOR_FIELDS if f not in LAYOUT_FIELDS)
 
 
@@ -83,6 +88,18 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         schedule=req.schedule,
         tokens=req.tokens,
         epochs=req.epochs,
+        batch_follows_layout=req.global_batch is None,
+        stack=Stack(req.stack),
+        overlap_grad_reduce=req.overlap_grad_reduce,
+        overlap_param_gather=req.overlap_param_gather,
+        reshard_after_forward=req.reshard_after_forward,
+        fp8_recipe=req.fp8_recipe,
+        fp8_weights=req.fp8_weights,
+        recompute_layers=req.recompute_layers,
+        cuda_graphs=req.cuda_graphs,
+        compile=req.compile,
+        pp_first_stage_layers=req.pp_first_stage_layers,
+        pp_last_stage_layers=req.pp_last_stage_layers,
     )
 
 
@@ -90,12 +107,29 @@ def _pow2_upto(limit: float) -> list[int]:
     return [2**i for i in range(0, 31) if 2**i <= limit]
 
 
+def _divisors(n: int, limit: int | None = None) -> list[int]:
+    """Every divisor of n (up to `limit`)."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    found = sorted(set(small) | {n // d for d in small})
+    return [d for d in found if limit is None or d <= limit]
+
+
+#: Micro-batches the search tries beyond the divisors of the batch: the memory check (`fits`)
+#: bounds them, so every size up to what fits is a candidate.
+MICRO_BATCHES = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 24, 32)
+#: Virtual stages (model chunks per pipeline rank) the search tries.
+MAX_VIRTUAL_STAGES = 16
+
+
 def candidates(axis: str, w: Workload, req: PlanRequest, gpus_per_node: int) -> list[int]:
-    """Values the search tries for one layout axis. Invalid combinations are masked by the
-    engine's layout rules, so these lists only need to contain every sensible value."""
+    """Values the search tries for one layout axis: every value that can be valid (the
+    engine's layout rules and memory check mask the rest). tp divides the node, pp the layers
+    (or the layers plus the embedding and loss chunks), cp the sequence, ep the experts; every
+    ZeRO stage; micro-batches up to what memory allows; virtual stages that divide a stage."""
     is_tf = isinstance(w, Transformer)
+    n = req.gpus
     if axis == "zero":
-        return [1, 3]
+        return [0, 1, 2, 3]
     if not is_tf:
         if axis == "micro_batch":
             values = set(_pow2_upto(4096))
@@ -106,20 +140,27 @@ def candidates(axis: str, w: Workload, req: PlanRequest, gpus_per_node: int) -> 
         return [1]
     assert isinstance(w, Transformer)
     if axis == "tp":
-        return _pow2_upto(gpus_per_node)
+        kv = w.kv_heads or w.heads
+        return [
+            t for t in _divisors(gpus_per_node) if w.heads % t == 0 and (kv % t == 0 or t % kv == 0)
+        ]
     if axis == "pp":
-        return _pow2_upto(w.layers)
+        limit = min(w.layers + 2, n)
+        return sorted(set(_divisors(w.layers, limit)) | set(_divisors(w.layers + 2, limit)))
     if axis == "cp":
-        return [c for c in _pow2_upto(32) if c == 1 or w.seq_len // c >= 1024]
+        return [c for c in _divisors(w.seq_len, 64) if c == 1 or w.seq_len // c >= 512]
     if axis == "ep":
-        return _pow2_upto(w.experts) if w.is_moe else [1]
+        return _divisors(w.experts, n) if w.is_moe else [1]
+    if axis == "etp":
+        return _divisors(gpus_per_node) if w.is_moe else [1]
     if axis == "micro_batch":
-        return [1, 2, 4]
-    # virtual stages: none across a WAN, where every extra chunk crosses the sites again
-    multi_site = (req.sites or get_preset(req.preset).sites) > 1
-    if req.schedule is Schedule.ONE_F_ONE_B or multi_site:
+        values = set(MICRO_BATCHES)
+        if req.global_batch:
+            values |= set(_divisors(req.global_batch, max(MICRO_BATCHES)))
+        return sorted(values)
+    if req.schedule is Schedule.ONE_F_ONE_B:
         return [1]
-    return [1, 2, 4]
+    return [v for v in range(1, MAX_VIRTUAL_STAGES + 1) if v * 2 <= w.layers + 2]
 
 
 @dataclass(frozen=True)
@@ -139,6 +180,34 @@ def _grid_axis(values: np.ndarray, position: int, ndim: int) -> np.ndarray:
     return np.asarray(values).reshape(shape)
 
 
+def _prefilter(
+    grid: np.ndarray, searched: tuple[str, ...], w: Workload, req: PlanRequest, gpus: int | None
+) -> np.ndarray:
+    """Drop candidate rows that no GPU count or batch can make valid (virtual stages without
+    pipeline parallelism, more chunks than layers) and, when the GPU count is fixed, those
+    whose model-parallel size does not divide it: the engine's rules would mask them anyway,
+    so this only saves work. Never returns an empty grid."""
+    if not len(grid):
+        return grid
+
+    def col(axis: str) -> np.ndarray:
+        if axis in searched:
+            return grid[:, searched.index(axis)]
+        value = getattr(req, axis)
+        return np.full(len(grid), 1 if value is None else int(value))
+
+    tp, pp, cp, ep, etp, v = (col(a) for a in ("tp", "pp", "cp", "ep", "etp", "virtual_stages"))
+    keep = (v == 1) | (pp > 1)
+    if isinstance(w, Transformer):
+        keep &= pp * v <= w.layers + 2
+    if gpus is not None:
+        model = tp * pp * cp
+        keep &= gpus % model == 0
+        dp = np.maximum(gpus // model, 1)
+        keep &= (tp * cp * dp) % (ep * etp) == 0
+    return grid[keep] if keep.any() else grid[:1]
+
+
 def _layout_grid(
     req: PlanRequest, w: Workload, gpn: int, axes: dict[str, np.ndarray], ndim: int
 ) -> tuple[LayoutArrays, tuple[str, ...], int]:
@@ -147,18 +216,20 @@ def _layout_grid(
     searched = tuple(
         a for a in LAYOUT_AXES if a not in axes and (req.auto or getattr(req, a) is None)
     )
-    product = list(itertools.product(*(candidates(a, w, req, gpn) for a in searched)))
-    grid = np.array(product, dtype=np.int64).reshape(len(product), len(searched))
+    values = [np.asarray(candidates(a, w, req, gpn), dtype=np.int64) for a in searched]
+    mesh = np.meshgrid(*values, indexing="ij") if values else []
+    grid = np.stack([m.reshape(-1) for m in mesh], axis=-1) if values else np.zeros((1, 0))
+    grid = _prefilter(grid.astype(np.int64), searched, w, req, None if "gpus" in axes else req.gpus)
     names = list(axes)
-    values: dict[str, Any] = {}
+    layout: dict[str, Any] = {}
     for a in LAYOUT_AXES:
         if a in axes:
-            values[a] = _grid_axis(np.asarray(axes[a], dtype=np.int64), names.index(a), ndim)
+            layout[a] = _grid_axis(np.asarray(axes[a], dtype=np.int64), names.index(a), ndim)
         elif a in searched:
-            values[a] = _grid_axis(grid[:, searched.index(a)], ndim - 1, ndim)
+            layout[a] = _grid_axis(grid[:, searched.index(a)], ndim - 1, ndim)
         else:
-            values[a] = np.int64(getattr(req, a))
-    return LayoutArrays(**values), searched, len(product)
+            layout[a] = np.int64(getattr(req, a))
+    return LayoutArrays(**layout), searched, len(grid)
 
 
 def _complexity(m: Metrics) -> np.ndarray:
@@ -221,16 +292,25 @@ def evaluate_points(
             )
             continue
         feasible = np.broadcast_to(m.valid & m.fits, shape)
-        step = np.broadcast_to(m.step_time_s, shape)
+        # time per sample, as layouts may round the default batch differently; layouts that
+        # keep the batch asked for come first (the batch is a training hyperparameter)
+        step = np.broadcast_to(m.step_time_s / m.global_batch, shape)
         tie = np.broadcast_to(_complexity(m), shape)
-        key = np.where(feasible, step * (1 + 1e-9 * tie), np.inf)
+        rounded = np.broadcast_to(m.global_batch != gb, shape)
+        key = np.where(feasible, step * (1 + 1e-9 * tie) + np.where(rounded, 1e9, 0.0), np.inf)
         best = np.argmin(key, axis=-1)
         none = ~feasible.any(axis=-1)
         if np.any(none):
+            # nothing fits outright: the fastest valid layout within the memory model's error
+            # (`plan` prices it with a note), else the valid one needing the least memory, else
+            # the one that got furthest through the layout rules
             valid = np.broadcast_to(m.valid, shape)
             mem = np.where(valid, np.broadcast_to(m.memory_bytes, shape), np.inf)
+            cap = np.broadcast_to(m.memory_capacity_bytes, shape) * (1 + MEMORY_TOLERANCE)
+            near = np.where(valid & (mem <= cap), step, np.inf)
             furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=-1)
             fallback = np.where(valid.any(axis=-1), np.argmin(mem, axis=-1), furthest)
+            fallback = np.where(np.isfinite(near).any(axis=-1), np.argmin(near, axis=-1), fallback)
             best = np.where(none, fallback, best)
         feasible_count += int(feasible.sum())
         index = best[..., None]
@@ -429,6 +509,45 @@ def _no_fit_error(req: PlanRequest, w: Workload, cl: Cluster, row: dict[str, flo
     return LayoutError(f"{layout} {need}; {hint}", field="memory")
 
 
+def _batch_works(req: PlanRequest, w: Workload, gpn: int, gpus: int, target: int) -> bool:
+    """Whether some model-parallel size of the search divides `gpus` and leaves a
+    data-parallel size that keeps the default batch within the engine's tolerance."""
+    from bandwall.model.engine import BATCH_TOLERANCE
+
+    sizes = {1}
+    for axis in ("tp", "pp", "cp"):
+        fixed = getattr(req, axis)
+        values = [fixed] if fixed is not None else candidates(axis, w, req, gpn)
+        sizes = {a * b for a in sizes for b in values}
+    for size in sizes:
+        if gpus % size:
+            continue
+        dp = gpus // size
+        batch = max(round(target / dp), 1) * dp
+        if abs(batch / target - 1) <= BATCH_TOLERANCE:
+            return True
+    return False
+
+
+def _gpu_count_error(req: PlanRequest, w: Workload, gpn: int, batch: int) -> LayoutError:
+    """No layout of this GPU count keeps the default batch: name --gpus and the nearest
+    counts that work (the user set no batch, so the batch is not the thing to blame)."""
+    target = default_global_batch(w)
+    near = [
+        n
+        for k in range(1, 4097)
+        for n in (req.gpus - k, req.gpus + k)
+        if n >= 1 and _batch_works(req, w, gpn, n, target)
+    ][:2]
+    hint = " or ".join(f"{n:,}" for n in sorted(near)) if near else "a power of two"
+    return LayoutError(
+        f"no layout of {req.gpus:,} GPUs splits the default batch of {target:,} sequences "
+        f"into equal data-parallel shares (within {0.25:.0%}); try --gpus {hint}, or set "
+        "--global-batch",
+        field="gpus",
+    )
+
+
 def plan(req: PlanRequest) -> Plan:
     """Price the request; layout axes left unset are searched (fastest valid layout that fits).
 
@@ -441,6 +560,8 @@ def plan(req: PlanRequest) -> Plan:
     if not row["valid"]:
         layout = {a: int(row[a]) for a in LAYOUT_FIELDS}
         error = explain(int(row["rule"]), w, cl, layout, gb)
+        if error.field == "global_batch" and req.global_batch is None:
+            raise _gpu_count_error(req, w, cl.gpus_per_node, gb)
         if error.field in search.searched:
             raise LayoutError(
                 f"no layout with {', '.join(search.searched)} searched divides {req.gpus:,} "
@@ -448,7 +569,12 @@ def plan(req: PlanRequest) -> Plan:
                 field="gpus",
             )
         raise error
-    if not row["fits"]:
+    tolerated = (
+        not row["fits"]
+        and row["valid"]
+        and row["memory_bytes"] <= row["memory_capacity_bytes"] * (1 + MEMORY_TOLERANCE)
+    )
+    if not row["fits"] and not tolerated:
         if search.searched and not _fixed_axes(req):
             raise LayoutError(
                 f"no layout of {w.key} fits on {req.gpus:,} × {cl.gpu.name}; the smallest "
@@ -459,6 +585,14 @@ def plan(req: PlanRequest) -> Plan:
             )
         raise _no_fit_error(req, w, cl, row)
     notes = _notes(req, w, cl, search, row)
+    if tolerated:
+        notes.insert(
+            0,
+            f"memory: {row['memory_bytes'] / 1e9:,.1f} GB predicted per GPU against "
+            f"{row['memory_capacity_bytes'] / 1e9:,.1f} GB usable, within the memory model's "
+            f"error on published runs (±{MEMORY_TOLERANCE:.0%}): this layout is priced as "
+            "given; if it does not fit, recompute more (--recompute full) or add GPUs.",
+        )
     return Plan(request=req, workload=w, cluster=cl, metrics=row, search=search, notes=notes)
 
 

@@ -1,16 +1,25 @@
 """`infer`: serve a model on an infrastructure — latency, throughput, cost and energy per token.
 
 `InferRequest` (planning/request.py, beside the plan request it extends) is the plan request
-(`PlanRequest`: model, preset, GPU, fabric, prices...) plus the serving fields (prompt and
-output lengths, concurrency, latency target) and the energy fields (PUE, grid, electricity
-price). Layout axes `tp` and `pp` left unset are searched, as is the concurrency: the cheapest
-feasible candidate per token wins (ties: the lower ITL).
+(`PlanRequest`: model, preset, GPU, fabric, power cap, prices...) plus the serving fields
+(dataset or lengths, scenario and request rate, concurrency, latency targets, weight format,
+runtime) and the energy fields (PUE, grid, electricity price).
+
+The search deploys the way serving engines do (TensorRT-LLM, vLLM and SGLang deployment
+guides): tensor parallelism inside a node, the smallest degree that fits the weights and a
+useful KV cache, as many replicas as the GPUs allow, and pipeline stages only when one node
+cannot hold the model. Among those layouts it takes the one with the most tokens per second
+per GPU (the cheapest per token) that meets the latency targets; when it leaves the engines'
+default (a wider tp, or pp), a note says why.
+
+Offline (MLPerf's offline scenario): every request is queued, each replica runs at the
+concurrency that maximises throughput. Server: Poisson arrivals at `--request-rate` are split
+over the replicas; each runs at the concurrency the rate implies (Little's law), and TTFT and
+ITL percentiles follow (`bandwall.model.serving`).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -22,11 +31,16 @@ import numpy as np
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
-from bandwall.model.serving import ServeOptions, ServingMetrics, evaluate_serving
-from bandwall.planning.request import (
-    InferRequest,
-    make_infer_request,
+from bandwall.model.serving import (
+    PERCENTILES,
+    RequestMix,
+    ServeOptions,
+    ServingCalibration,
+    ServingMetrics,
+    evaluate_serving,
+    resident_weight_bytes,
 )
+from bandwall.planning.request import DEFAULT_MAX_CONCURRENCY, InferRequest
 from bandwall.planning.resolve import (
     describe_cluster,
     energy_profile,
@@ -34,6 +48,113 @@ from bandwall.planning.resolve import (
     resolve_workload,
 )
 from bandwall.workloads import Transformer
+
+#: Lengths of a fixed request when only one of them is given.
+DEFAULT_PROMPT_TOKENS = 1024
+DEFAULT_OUTPUT_TOKENS = 256
+#: The dataset served when the request names neither a dataset nor a length: MLPerf Inference's
+#: Llama 2 70B set, so the default answer is comparable with the published MLPerf results.
+DEFAULT_DATASET = "openorca"
+#: Engine runtimes that run fused kernels from CUDA graphs price alike (bandwall.model.serving).
+RUNTIME_CLASS = {"trtllm": "trtllm", "vllm": "paged", "sglang": "paged", "hf": "hf"}
+#: A replica whose KV cache holds fewer sequences than this is not worth deploying at a
+#: smaller tp (engines refuse to start with a KV cache for a handful of sequences).
+MIN_USEFUL_CONCURRENCY = 8
+#: Ratio between successive concurrencies the search tries (2^(1/4): within 19% of any).
+BATCH_STEP = 2.0**0.25
+
+
+# --- request lengths ---------------------------------------------------------------------
+
+
+@cache
+def _datasets() -> dict[str, dict[str, Any]]:
+    text = resources.files("bandwall.planning").joinpath("data", "serving_datasets.toml")
+    rows = tomllib.loads(text.read_text("utf-8"))["dataset"]
+    return {str(r["name"]): dict(r) for r in rows}
+
+
+def dataset_table() -> list[dict[str, Any]]:
+    """The shipped request-length distributions with their sources."""
+    return [dict(r) for r in _datasets().values()]
+
+
+def dataset_name(req: InferRequest) -> str:
+    """The dataset a request serves: as given, fixed when a length is given, else the
+    default (MLPerf's OpenOrca)."""
+    if req.dataset is not None:
+        return req.dataset
+    if req.prompt_tokens is not None or req.output_tokens is not None:
+        return "fixed"
+    return DEFAULT_DATASET
+
+
+def request_mix(req: InferRequest) -> RequestMix:
+    name = dataset_name(req)
+    if name == "fixed":
+        return RequestMix.fixed(
+            req.prompt_tokens or DEFAULT_PROMPT_TOKENS, req.output_tokens or DEFAULT_OUTPUT_TOKENS
+        )
+    row = _datasets()[name]
+    return RequestMix(
+        name=name,
+        prompt_tokens=float(row["prompt_tokens"]),
+        output_tokens=float(row["output_tokens"]),
+        decode_context_tokens=float(row["decode_context_tokens"]),
+        probs=PERCENTILES,
+        prompt_quantiles=tuple(float(x) for x in row["prompt_quantiles"]),
+        output_quantiles=tuple(float(x) for x in row["output_quantiles"]),
+        max_tokens=float(row["max_tokens"]),
+        prompt_cv=float(row["prompt_cv"]),
+        max_output_tokens=float(row.get("max_output_tokens", 0.0)),
+    )
+
+
+def weight_format(req: InferRequest) -> str:
+    if req.weight_format != "auto":
+        return req.weight_format
+    return "fp8" if req.precision == "fp8" else "bf16"
+
+
+def max_slots(req: InferRequest) -> int:
+    return req.max_concurrency or DEFAULT_MAX_CONCURRENCY[req.runtime]
+
+
+def serve_options(
+    req: InferRequest,
+    rate_per_replica: float | None = None,
+    calibration: ServingCalibration | None = None,
+) -> ServeOptions:
+    fmt = weight_format(req)
+    kv = {"auto": 1.0 if fmt == "fp8" else 2.0, "bf16": 2.0, "fp8": 1.0}[req.kv_cache_dtype]
+    return ServeOptions(
+        mix=request_mix(req),
+        weights=fmt,
+        kv_bytes=kv,
+        static_batch=req.static_batch,
+        spread_sites=req.spread_sites,
+        remote_client=req.remote_client,
+        runtime=RUNTIME_CLASS.get(req.runtime, req.runtime),
+        beams=float(req.beam_width),
+        reserve_full_kv={"auto": None, "reserve": True, "on_demand": False}[req.kv_admission],
+        request_rate_per_s=rate_per_replica,
+        max_slots=float(max_slots(req)),
+        calibration=calibration or ServingCalibration(),
+    )
+
+
+def scenario(req: InferRequest) -> str:
+    if req.scenario is not None:
+        if req.scenario == "server" and req.request_rate_per_s is None:
+            raise ConfigError(
+                "the server scenario needs --request-rate (requests per second)",
+                field="request_rate_per_s",
+            )
+        return req.scenario
+    return "server" if req.request_rate_per_s is not None else "offline"
+
+
+# --- energy ---------------------------------------------------------------------------------
 
 
 def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfile:
@@ -50,9 +171,10 @@ def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfi
 def serving_energy(
     profile: energy.EnergyProfile, m: ServingMetrics, price_per_gpu_hour_usd: Any
 ) -> dict[str, Any]:
-    """Per-GPU facility power, J/token, tokens/kWh, cost and CO2 per million tokens."""
-    u = energy.power_utilisation(m.flop_util, m.hbm_util)
-    gpu_W = energy.busy_wait_power_W(profile.idle_W, profile.tdp_W, m.busy_share, u)
+    """Per-GPU board and facility power, J/token, tokens/kWh, cost and CO2 per million
+    tokens. The board draws its busy power while computing and its wait power while a token
+    is on the network (`energy.serving_power_W`, under the power cap)."""
+    gpu_W = energy.serving_power_W(profile, m.flop_util, m.hbm_util, m.busy_share)
     facility = energy.facility_power_W(profile.it_W(gpu_W), profile.pue)
     jpt = energy.joules_per_token(facility * m.gpus_per_replica, m.tokens_per_s_replica)
     kwh_per_m = jpt * 1e6 / energy.J_PER_KWH
@@ -73,50 +195,72 @@ def serving_energy(
     }
 
 
-# --- infer -------------------------------------------------------------------------------
+# --- the layouts engines deploy ---------------------------------------------------------------
 
 
-def _pow2_upto(limit: float) -> list[int]:
-    return [2**i for i in range(0, 31) if 2**i <= limit]
+def _divisors_upto(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, limit + 1) if n % d == 0]
 
 
-def serve_options(req: InferRequest) -> ServeOptions:
-    wbytes = 1.0 if req.precision == "fp8" else 2.0
-    kv = {"auto": wbytes, "bf16": 2.0, "fp8": 1.0}[req.kv_cache_dtype]
-    return ServeOptions(
-        prompt_tokens=float(req.prompt_tokens),
-        output_tokens=float(req.output_tokens),
-        weight_bytes=wbytes,
-        kv_bytes=kv,
-        static_batch=req.static_batch,
-        spread_sites=req.spread_sites,
-    )
+def _batch_grid(cap: float) -> list[float]:
+    grid, b = [], 1.0
+    while b < cap:
+        grid.append(float(round(b)))
+        b *= BATCH_STEP
+    grid.append(float(cap))
+    return sorted(set(grid))
 
 
-def _candidates(req: InferRequest, w: Transformer, cl: Cluster) -> tuple[np.ndarray, ...]:
-    gpn = cl.gpus_per_node
-    tps = [req.tp] if req.tp else _pow2_upto(min(gpn, req.gpus))
-    pps = [req.pp] if req.pp else _pow2_upto(min(w.layers, req.gpus))
-    rows = []
-    for tp in tps:
-        for pp in pps:
-            if tp * pp > req.gpus:
-                continue
-            if req.concurrency is not None:
-                batches = [req.concurrency / pp] if req.concurrency >= pp else []
-            else:
-                cap = req.max_concurrency // (1 if req.static_batch else pp)
-                batches = [float(b) for b in _pow2_upto(cap)]
-                if cap >= 1 and cap not in batches:
-                    batches.append(float(cap))
-            rows += [(tp, pp, b) for b in batches]
-    if not rows:
-        raise LayoutError(
-            f"no tp x pp fits in {req.gpus:,} GPUs with concurrency {req.concurrency}",
-            field="concurrency" if req.concurrency else "gpus",
-        )
-    grid = np.array(rows, dtype=np.float64)
-    return grid[:, 0], grid[:, 1], grid[:, 2]
+@dataclass(frozen=True)
+class Layout:
+    """One replica's tp × pp and why the search allows it."""
+
+    tp: int
+    pp: int
+    reason: str
+
+
+def _layouts(req: InferRequest, w: Transformer, cl: Cluster) -> list[Layout]:
+    """tp within a node (divisors of the heads' GPU counts an engine accepts: powers of two
+    up to the node), pp only when the model does not fit one node at its widest tp."""
+    gpn = min(cl.gpus_per_node, req.gpus)
+    if req.tp and req.pp:
+        return [Layout(req.tp, req.pp, "given")]
+    tps = [req.tp] if req.tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpn]
+    wb = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}.get(weight_format(req), 2.0)
+    usable = cl.memory_bytes * 0.9
+    fits_node = [
+        t for t in tps if float(resident_weight_bytes(w, t, 1.0, wb)) < usable and t <= gpn
+    ]
+    if req.pp:
+        return [Layout(t, req.pp, "given pp") for t in tps if t * req.pp <= req.gpus]
+    if fits_node:
+        return [Layout(t, 1, "tp inside a node") for t in fits_node]
+    # the model needs more than one node: stages across nodes, each a full tp node
+    t_max = max(tps)
+    out = []
+    for pp in range(2, min(w.layers, max(req.gpus // t_max, 1)) + 1):
+        if float(resident_weight_bytes(w, t_max, pp, wb)) < usable and t_max * pp <= req.gpus:
+            out.append(Layout(t_max, pp, "pipeline stages: one node cannot hold the weights"))
+            if len(out) >= 3:
+                break
+    return out
+
+
+def _candidates(
+    req: InferRequest, layouts: list[Layout], cap: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """(tp, pp, concurrency per replica) of every candidate, and the layout each belongs to."""
+    rows, owner = [], []
+    batches = [float(req.concurrency)] if req.concurrency is not None else _batch_grid(cap)
+    for i, lay in enumerate(layouts):
+        rows += [(lay.tp, lay.pp, b) for b in batches]
+        owner += [i] * len(batches)
+    grid = np.array(rows, dtype=np.float64).reshape(-1, 3)
+    return grid[:, 0], grid[:, 1], grid[:, 2], owner
+
+
+# --- infer ------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -126,7 +270,7 @@ class Inference:
     request: InferRequest
     workload: Transformer
     cluster: Cluster
-    metrics: dict[str, float]
+    metrics: dict[str, Any]
     searched: tuple[str, ...]
     tried: int
     notes: list[str] = field(default_factory=list)
@@ -143,61 +287,129 @@ class Inference:
         }
 
 
-def evaluate_inference(
-    req: InferRequest,
-) -> tuple[Transformer, Cluster, ServingMetrics, dict[str, Any], energy.EnergyProfile]:
-    """Every candidate (tp, pp, batch) of the request, priced (no choice made)."""
+@dataclass(frozen=True)
+class Priced:
+    """Every candidate of a request, priced (no choice made)."""
+
+    workload: Transformer
+    cluster: Cluster
+    layouts: list[Layout]
+    owner: list[int]
+    metrics: ServingMetrics
+    energy_terms: dict[str, Any]
+    profile: energy.EnergyProfile
+    replicas: np.ndarray
+    rate_per_replica: np.ndarray | None
+
+
+def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None = None) -> Priced:
+    """Price every candidate (tp, pp, concurrency) of the request (`calibration` overrides
+    the fitted constants, for refitting)."""
     w = resolve_workload(req)
     if not isinstance(w, Transformer):
         raise ConfigError(f"{w.key} is not a transformer decoder; infer serves LLMs", field="model")
     cl = resolve_cluster(req)
-    tp, pp, batch = _candidates(req, w, cl)
-    m = evaluate_serving(w, cl, tp, pp, batch, serve_options(req))
-    profile = request_energy_profile(req, cl)
-    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd)
-    return w, cl, m, e, profile
-
-
-def infer(req: InferRequest) -> Inference:
-    """Serve the request's model: TTFT, inter-token latency, tokens/s per GPU and per replica,
-    cost and energy per million output tokens. Unset tp, pp and concurrency are searched."""
-    w, cl, m, e, profile = evaluate_inference(req)
-    ok = m.fits & (m.concurrency <= max(req.max_concurrency, req.concurrency or 0))
-    if req.max_itl_ms is not None:
-        meets = m.itl_s * 1e3 <= req.max_itl_ms
-        if not np.any(ok & meets) and np.any(ok):
-            best = float(np.min(np.where(ok, m.itl_s, np.inf))) * 1e3
-            raise ConfigError(
-                f"no layout meets {req.max_itl_ms:g} ms per token on {cl.gpu.name} ({cl.preset});"
-                f" the fastest fitting one gives {best:,.1f} ms",
-                field="max_itl_ms",
-            )
-        ok = ok & meets
-    if not np.any(ok):
-        need = float(np.min(m.weights_bytes)) / 1e9
+    layouts = _layouts(req, w, cl)
+    if not layouts:
+        need = float(resident_weight_bytes(w, cl.gpus_per_node, w.layers, 2.0)) / 1e9
         raise LayoutError(
-            f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: weights alone need "
-            f"{need:,.1f} GB per GPU at the widest layout against "
-            f"{float(np.max(m.memory_capacity_bytes)) / 1e9:,.1f} GB usable; add GPUs, use "
-            "--precision fp8 or a larger GPU",
+            f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: even one layer per stage "
+            f"needs {need:,.1f} GB per GPU; add GPUs, use --precision fp8 or a larger GPU",
             field="gpus",
         )
-    cost = np.asarray(e["cost_per_million_tokens_usd"])
-    key = np.where(ok, cost * (1 + 1e-9 * m.itl_s), np.inf)
+    cap = float(max(max_slots(req), req.concurrency or 0))
+    tp, pp, batch, owner = _candidates(req, layouts, cap)
+    replicas = np.floor(req.gpus / (tp * pp))
+    sc = scenario(req)
+    rate = None
+    if sc == "server":
+        assert req.request_rate_per_s is not None
+        rate = req.request_rate_per_s / np.maximum(replicas, 1.0)
+        m = _server_metrics(w, cl, tp, pp, batch, req, rate, calibration)
+    else:
+        m = evaluate_serving(w, cl, tp, pp, batch, serve_options(req, None, calibration))
+    profile = request_energy_profile(req, cl)
+    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd)
+    return Priced(w, cl, layouts, owner, m, e, profile, replicas, rate)
+
+
+def _server_metrics(
+    w: Transformer,
+    cl: Cluster,
+    tp: np.ndarray,
+    pp: np.ndarray,
+    batch: np.ndarray,
+    req: InferRequest,
+    rate: np.ndarray,
+    calibration: ServingCalibration | None,
+) -> ServingMetrics:
+    """Each candidate at its replica's rate: rate per replica differs by layout, so the
+    candidates are priced one layout at a time."""
+    out: list[ServingMetrics] = []
+    keys = sorted({(float(a), float(b)) for a, b in zip(tp, pp, strict=True)})
+    order = []
+    for t, p in keys:
+        sel = np.flatnonzero((tp == t) & (pp == p))
+        opt = serve_options(req, float(rate[sel[0]]), calibration)
+        out.append(evaluate_serving(w, cl, t, p, batch[sel], opt))
+        order.append(sel)
+    idx = np.concatenate(order)
+    inv = np.empty_like(idx)
+    inv[idx] = np.arange(idx.size)
+    joined = {
+        f: np.concatenate([np.asarray(getattr(m, f)).reshape(-1) for m in out])[inv]
+        for f in ServingMetrics.__dataclass_fields__
+    }
+    return ServingMetrics(**joined)
+
+
+def _feasible(req: InferRequest, p: Priced) -> np.ndarray:
+    m = p.metrics
+    ok = m.fits & (m.concurrency <= max(max_slots(req), req.concurrency or 0))
+    if p.rate_per_replica is not None:
+        # the operating point: the concurrency the rate needs (Little's law), no more
+        need = p.rate_per_replica * m.request_s
+        ok = ok & (m.concurrency >= need) & (m.utilisation < 1.0)
+    return np.asarray(ok)
+
+
+def infer(req: InferRequest, calibration: ServingCalibration | None = None) -> Inference:
+    """Serve the request's model: TTFT and ITL (with percentiles), tokens/s per GPU and in
+    all, cost and energy per million output tokens. Unset tp, pp and concurrency are
+    searched (the most tokens per GPU that meets the latency targets)."""
+    p = evaluate_inference(req, calibration)
+    m, cl, w = p.metrics, p.cluster, p.workload
+    ok = _feasible(req, p)
+    ok = _latency_targets(req, p, ok)
+    if not np.any(ok):
+        raise _nothing_fits(req, p)
+    if p.rate_per_replica is not None:
+        # server: every layout carries the same rate at the same cost per token; take the
+        # one with the shortest requests, at the smallest concurrency that carries the rate
+        key = np.where(ok, m.request_s, np.inf)
+    else:
+        key = np.where(ok, -m.tokens_per_s_per_gpu * (1 + 1e-9 * m.itl_s), np.inf)
     i = int(np.argmin(key))
     row = m.row(i)
-    row.update({k: np.asarray(v).reshape(-1)[i].item() for k, v in e.items()})
-    replicas = math.floor(req.gpus / row["gpus_per_replica"])
+    row.update({k: np.asarray(v).reshape(-1)[i].item() for k, v in p.energy_terms.items()})
+    replicas = int(p.replicas[i])
+    mix = request_mix(req)
     row.update(
         {
             "replicas": replicas,
             "tokens_per_s": row["tokens_per_s_replica"] * replicas,
             "price_per_gpu_hour_usd": float(np.max(cl.price_per_gpu_hour_usd)),
-            "pue": profile.pue,
-            "g_co2_per_kWh": profile.g_co2_per_kWh,
-            "price_per_kWh_usd": profile.price_per_kWh_usd,
-            "prompt_tokens": req.prompt_tokens,
-            "output_tokens": req.output_tokens,
+            "pue": p.profile.pue,
+            "g_co2_per_kWh": p.profile.g_co2_per_kWh,
+            "price_per_kWh_usd": p.profile.price_per_kWh_usd,
+            "dataset": mix.name,
+            "scenario": scenario(req),
+            "prompt_tokens": mix.prompt_tokens,
+            "output_tokens": mix.output_tokens,
+            "request_rate_per_s": req.request_rate_per_s,
+            "power_cap_W": cl.power_cap_W,
+            "runtime": req.runtime,
+            "weight_format": weight_format(req),
         }
     )
     searched = tuple(
@@ -205,17 +417,74 @@ def infer(req: InferRequest) -> Inference:
         for a, given in (("tp", req.tp), ("pp", req.pp), ("concurrency", req.concurrency))
         if given is None
     )
-    notes = _notes(req, cl, row)
+    notes = _notes(req, cl, w, p, i, row)
     return Inference(req, w, cl, row, searched, len(m), notes)
 
 
-def _notes(req: InferRequest, cl: Cluster, row: dict[str, Any]) -> list[str]:
-    notes = [
-        "cost per million output tokens at the GPU-hour price (input tokens are in the work, not "
-        "in the count); energy cost is what an owner pays for the electricity "
-        f"(${row['price_per_kWh_usd']:.3f}/kWh), already inside a rental price.",
-        "queueing is not modelled: TTFT is the prefill plus half a decode iteration under load.",
-    ]
+def _latency_targets(req: InferRequest, p: Priced, ok: np.ndarray) -> np.ndarray:
+    m, cl = p.metrics, p.cluster
+    for limit, values, name, label in (
+        (req.max_itl_ms, m.itl_p99_s, "max_itl_ms", "p99 inter-token latency"),
+        (req.max_ttft_ms, m.ttft_p99_s, "max_ttft_ms", "p99 time to first token"),
+    ):
+        if limit is None:
+            continue
+        meets = values * 1e3 <= limit
+        if not np.any(ok & meets) and np.any(ok):
+            best = float(np.min(np.where(ok, values, np.inf))) * 1e3
+            raise ConfigError(
+                f"no layout meets a {label} of {limit:g} ms on {cl.gpu.name} ({cl.preset});"
+                f" the fastest fitting one gives {best:,.1f} ms",
+                field=name,
+            )
+        ok = ok & meets
+    return ok
+
+
+def _nothing_fits(req: InferRequest, p: Priced) -> Exception:
+    m, cl, w = p.metrics, p.cluster, p.workload
+    if p.rate_per_replica is not None and np.any(m.fits):
+        best = float(np.max(np.where(m.fits, m.tokens_per_s_replica / m.gpus_per_replica, 0)))
+        most = best * req.gpus / max(request_mix(req).output_tokens, 1.0)
+        return ConfigError(
+            f"{req.request_rate_per_s:g} requests/s overload {req.gpus:,} x {cl.gpu.name}: "
+            f"they serve about {most:,.1f} requests/s at most; lower --request-rate or add GPUs",
+            field="request_rate_per_s",
+        )
+    need = float(np.min(m.weights_bytes)) / 1e9
+    return LayoutError(
+        f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: weights alone need "
+        f"{need:,.1f} GB per GPU at the widest layout against "
+        f"{float(np.max(m.memory_capacity_bytes)) / 1e9:,.1f} GB usable; add GPUs, use "
+        "--precision fp8 or a larger GPU",
+        field="gpus",
+    )
+
+
+def _notes(
+    req: InferRequest, cl: Cluster, w: Transformer, p: Priced, i: int, row: dict[str, Any]
+) -> list[str]:
+    """Why this layout, and what the numbers leave out."""
+    lay = p.layouts[p.owner[i]]
+    notes: list[str] = []
+    fitting = sorted({la.tp for la in p.layouts if la.pp == 1})
+    if lay.pp > 1 and not req.pp:
+        notes.append(
+            f"pp{lay.pp}: {w.name} does not fit one node of {cl.gpus_per_node} x "
+            f"{cl.gpu.name} at tp{lay.tp}; engines add pipeline stages only then."
+        )
+    elif fitting and lay.tp > fitting[0] and not req.tp:
+        lo = fitting[0]
+        reason = _wider_tp_reason(req, p, lo, lay.tp)
+        notes.append(f"tp{lay.tp} rather than the smallest that fits (tp{lo}): {reason}")
+    left = req.gpus - int(row["replicas"]) * int(row["gpus_per_replica"])
+    if left:
+        notes.append(f"{left} GPU(s) left idle: {req.gpus} is not a multiple of the replica.")
+    notes.append(
+        "cost per million output tokens at the GPU-hour price (input tokens are in the work, "
+        "not in the count); energy cost is what an owner pays for the electricity "
+        f"(${row['price_per_kWh_usd']:.3f}/kWh), already inside a rental price."
+    )
     if row["pp"] > 1 and row["hop_s"] > 0.1 * row["itl_s"]:
         notes.append(
             f"pipeline hops take {row['hop_s'] / row['itl_s']:.0%} of each token's latency "
@@ -229,176 +498,43 @@ def _notes(req: InferRequest, cl: Cluster, row: dict[str, Any]) -> list[str]:
     return notes
 
 
+def _wider_tp_reason(req: InferRequest, p: Priced, lo: int, hi: int) -> str:
+    m = p.metrics
+    sel_lo = [k for k, o in enumerate(p.owner) if p.layouts[o].tp == lo]
+    ok = _latency_targets(req, p, _feasible(req, p))
+    if not any(ok[k] for k in sel_lo):
+        if req.max_itl_ms or req.max_ttft_ms:
+            return "the smaller one misses the latency target."
+        return "the smaller one's KV cache holds too few sequences."
+    best_lo = max(float(m.tokens_per_s_per_gpu[k]) for k in sel_lo if ok[k])
+    return (
+        f"more tokens per GPU ({best_lo:,.0f} at tp{lo}); its KV cache and weight reads "
+        "leave too little room at the smaller degree."
+    )
+
+
 def compare_infer(req: InferRequest, preset_keys: list[str]) -> list[Inference]:
     """The same serving job on several presets (each with its own best layout)."""
     return [infer(req.model_copy(update={"preset": key})) for key in preset_keys]
 
 
-# --- validation against published measurements -------------------------------------------
+def with_updates(req: InferRequest, **changes: Any) -> InferRequest:
+    """The request with fields changed (validated)."""
+    from bandwall.planning.request import make_infer_request
+
+    return make_infer_request(**{**req.model_dump(exclude_defaults=True), **changes})
 
 
-@cache
-def _validation_rows() -> dict[str, list[dict[str, Any]]]:
-    text = resources.files("bandwall.planning").joinpath("data", "serving_validation.toml")
-    data = tomllib.loads(text.read_text("utf-8"))
-    return {"serving": list(data.get("serving", [])), "energy": list(data.get("energy", []))}
-
-
-def validation_rows(kind: str) -> list[dict[str, Any]]:
-    """The published rows shipped in planning/data/serving_validation.toml."""
-    return [dict(r) for r in _validation_rows()[kind]]
-
-
-_DIMS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
-
-
-def _row_request(row: dict[str, Any]) -> InferRequest:
-    dims = {k: row[k] for k in _DIMS if k in row}
-    model = row.get("model", "custom")
-    extra = {"seq_len": 4096} if model == "custom" else {}
-    tp, pp = int(row.get("tp", 1)), int(row.get("pp", 1))
-    return make_infer_request(
-        model=model,
-        gated_mlp=True if model == "custom" else None,
-        **dims,
-        **extra,
-        preset="ai-factory-ib",
-        gpu=row["gpu"],
-        gpus=int(row.get("gpus", tp * pp)),
-        precision=row.get("precision", "bf16"),
-        tp=tp,
-        pp=pp,
-        concurrency=int(row["batch"]) * (1 if row.get("static_batch") else pp),
-        max_concurrency=1 << 20,
-        prompt_tokens=int(row["prompt_tokens"]),
-        output_tokens=int(row["output_tokens"]),
-        static_batch=bool(row.get("static_batch", False)),
-        failures=False,
-    )
-
-
-def _metric(m: ServingMetrics, metric: str) -> float:
-    value = {
-        "tokens_per_s_per_gpu": m.tokens_per_s_per_gpu,
-        "ttft_ms": m.ttft_s * 1e3,
-        "itl_ms": m.itl_s * 1e3,
-    }[metric]
-    return float(np.asarray(value).reshape(-1)[0])
-
-
-def validate_serving(
-    *, hbm_factor: float | None = None, fp8_gemm_factor: float | None = None
-) -> list[dict[str, Any]]:
-    """Each published serving row against the model: measured, predicted, signed error.
-    The two factors override ServeOptions' fitted constants (for refitting)."""
-    out = []
-    for row in validation_rows("serving"):
-        req = _row_request(row)
-        w = resolve_workload(req)
-        assert isinstance(w, Transformer)
-        cl = resolve_cluster(req)
-        b = float(row["batch"])
-        opt = serve_options(req)
-        if hbm_factor is not None:
-            opt = dataclasses.replace(opt, hbm_factor=hbm_factor)
-        if fp8_gemm_factor is not None:
-            opt = dataclasses.replace(opt, fp8_gemm_factor=fp8_gemm_factor)
-        m = evaluate_serving(w, cl, float(req.tp or 1), float(req.pp or 1), b, opt)
-        pred = _metric(m, row["metric"])
-        out.append(
-            {
-                "id": row["id"],
-                "metric": row["metric"],
-                "measured": float(row["measured"]),
-                "predicted": pred,
-                "error": pred / float(row["measured"]) - 1.0,
-                "source": row["source"],
-            }
-        )
-    return out
-
-
-def validate_energy() -> list[dict[str, Any]]:
-    """Average power per GPU (server or system AC, PUE 1) against MLPerf Power measurements;
-    for serving rows also J/token."""
-    from bandwall.planning.api import plan
-    from bandwall.planning.request import make_request
-
-    out = []
-    for row in validation_rows("energy"):
-        measured = float(row["measured_W_per_gpu"])
-        if row["kind"] == "serving":
-            req = _row_request(row)
-            w = resolve_workload(req)
-            assert isinstance(w, Transformer)
-            cl = resolve_cluster(req)
-            tp, pp = float(req.tp or 1), float(req.pp or 1)
-            m = evaluate_serving(w, cl, tp, pp, float(row["batch"]), serve_options(req))
-            prof = energy_profile(cl, pue=1.0, network=False)
-            e = serving_energy(prof, m, cl.price_per_gpu_hour_usd)
-            pred = float(np.asarray(e["facility_power_W_per_gpu"]).reshape(-1)[0])
-            rate = float(np.asarray(m.tokens_per_s_per_gpu).reshape(-1)[0])
-            measured_rate = float(row["tokens_per_s"]) / float(row["gpus"])
-            extra = {
-                "measured_J_per_token": measured / measured_rate,
-                "predicted_J_per_token": pred / rate,
-            }
-        else:
-            fields_: dict[str, Any] = {
-                "model": row["model"],
-                "gpu": row["gpu"],
-                "gpus": int(row["gpus"]),
-                "preset": "ai-factory-ib",
-                "tp": int(row["tp"]),
-                "pp": int(row["pp"]),
-                "seq_len": int(row["seq_len"]),
-                "global_batch": int(row["global_batch"]),
-                "failures": False,
-            }
-            if "lora_rank" in row:
-                fields_["lora_rank"] = int(row["lora_rank"])
-            p = plan(make_request(**fields_))
-            mt = p.metrics
-            prof = energy_profile(p.cluster, pue=1.0)
-            pred = float(
-                np.asarray(
-                    energy.training_power_W(
-                        prof,
-                        step_s=mt["step_time_s"],
-                        compute_s=mt["compute_s"],
-                        flops_per_gpu_step=mt["tflops_per_gpu"] * 1e12 * mt["step_time_s"],
-                        peak_flops=p.cluster.peak_flops,
-                    )
-                ).reshape(-1)[0]
-            )
-            extra = {}
-        out.append(
-            {
-                "id": row["id"],
-                "kind": row["kind"],
-                "measured_W_per_gpu": measured,
-                "predicted_W_per_gpu": pred,
-                "error": pred / measured - 1.0,
-                **extra,
-                "source": row["source"],
-            }
-        )
-    return out
-
-
-def holdout(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(fit, held out): every third row (in file order) is held out of any fit."""
-    return [r for i, r in enumerate(rows) if i % 3 != 2], [
-        r for i, r in enumerate(rows) if i % 3 == 2
-    ]
-
-
-def error_summary(errors: list[float]) -> dict[str, float]:
-    """Median, mean and max of |error| over a list of signed relative errors."""
-    a = np.abs(np.asarray(errors, dtype=np.float64))
-    return {
-        "rows": float(a.size),
-        "median_abs_error": float(np.median(a)),
-        "mean_abs_error": float(np.mean(a)),
-        "max_abs_error": float(np.max(a)),
-    }
+__all__ = [
+    "DEFAULT_DATASET",
+    "Inference",
+    "Priced",
+    "compare_infer",
+    "dataset_name",
+    "dataset_table",
+    "evaluate_inference",
+    "infer",
+    "request_mix",
+    "serve_options",
+    "serving_energy",
+]

@@ -209,7 +209,7 @@ class PlanRequest(BaseModel):
         default=None,
         gt=0,
         le=5000,
-        json_schema_extra=_meta("cluster", flag="power-cap-w", vector=True),
+        json_schema_extra=_meta("cluster", flag="power-cap-w"),
     )
     """Power limit per GPU in watts (nvidia-smi -pl; MLPerf MaxQ); default: the GPU's TDP."""
 
@@ -550,7 +550,7 @@ def field_meta(name: str) -> dict[str, Any]:
 
 
 VECTOR_FIELDS = tuple(n for n in PlanRequest.model_fields if field_meta(n).get("vector"))
-LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "zero", "micro_batch", "virtual_stages")
+LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "etp", "zero", "micro_batch", "virtual_stages")
 
 
 def config_error(exc: ValidationError) -> ConfigError:
@@ -578,9 +578,11 @@ def make_request(**fields: Any) -> PlanRequest:
         raise config_error(exc) from None
 
 
-#: Per-replica scheduler cap on sequences in flight when the request gives none (vLLM's
-#: default max_num_seqs).
-DEFAULT_MAX_CONCURRENCY = 256
+#: Per-replica scheduler cap on sequences in flight when the request gives none, by runtime:
+#: TensorRT-LLM's default max_batch_size 2048 (docs/source/performance/tuning-max-batch-size-
+#: and-max-num-tokens.md), vLLM's default max_num_seqs 256 (EngineArgs), SGLang sizes it from
+#: the KV cache (taken as TensorRT-LLM's).
+DEFAULT_MAX_CONCURRENCY = {"trtllm": 2048, "vllm": 256, "sglang": 2048, "hf": 256, "petals": 256}
 
 
 class InferRequest(PlanRequest):
@@ -589,30 +591,75 @@ class InferRequest(PlanRequest):
     faults) are accepted and ignored."""
 
     # --- serving ---------------------------------------------------------------------------
-    prompt_tokens: int = Field(default=1024, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
-    """Input tokens per request."""
-    output_tokens: int = Field(default=256, ge=1, le=1 << 21, json_schema_extra=_meta("serving"))
-    """Generated tokens per request."""
+    dataset: (
+        Literal["fixed", "openorca", "sharegpt", "cnn_dailymail", "mlperf-mixtral", "mlperf-405b"]
+        | None
+    ) = Field(default=None, json_schema_extra=_meta("serving"))
+    """Request lengths: a published distribution (openorca: MLPerf's Llama 2 70B set,
+    sharegpt: vLLM's chat set, cnn_dailymail, mlperf-mixtral, mlperf-405b) or fixed
+    (--prompt-tokens/--output-tokens). Unset: fixed when a length is given, else openorca."""
+    prompt_tokens: int | None = Field(
+        default=None, ge=1, le=1 << 21, json_schema_extra=_meta("serving")
+    )
+    """Input tokens per request with --dataset fixed (default 1,024)."""
+    output_tokens: int | None = Field(
+        default=None, ge=1, le=1 << 21, json_schema_extra=_meta("serving")
+    )
+    """Generated tokens per request with --dataset fixed (default 256)."""
+    scenario: Literal["offline", "server"] | None = Field(
+        default=None, json_schema_extra=_meta("serving")
+    )
+    """MLPerf-style scenario: offline (all requests queued: maximum throughput) or server
+    (Poisson arrivals at --request-rate). Unset: server when a rate is given."""
+    request_rate_per_s: float | None = Field(
+        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="request-rate")
+    )
+    """Requests per second arriving at the whole deployment (server scenario)."""
     concurrency: int | None = Field(
         default=None, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
     )
     """Sequences in flight per replica (unset: the cheapest per token up to max_concurrency)."""
-    max_concurrency: int = Field(
-        default=DEFAULT_MAX_CONCURRENCY, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
+    max_concurrency: int | None = Field(
+        default=None, ge=1, le=1 << 20, json_schema_extra=_meta("serving")
     )
-    """Scheduler cap on sequences in flight per replica (vLLM's max_num_seqs)."""
+    """Scheduler cap on sequences in flight per replica (TensorRT-LLM max_batch_size, vLLM
+    max_num_seqs; unset: the runtime's default, 2,048 for trtllm/sglang, 256 for vllm)."""
     max_itl_ms: float | None = Field(
         default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-itl-ms")
     )
-    """Inter-token latency target the search must meet, ms (unset: none)."""
+    """p99 inter-token latency (TPOT) target the search must meet, ms (unset: none)."""
+    max_ttft_ms: float | None = Field(
+        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-ttft-ms")
+    )
+    """p99 time-to-first-token target the search must meet, ms (unset: none)."""
     static_batch: bool = Field(default=False, json_schema_extra=_meta("serving"))
     """Static batching (all sequences start and end together) instead of continuous."""
     spread_sites: bool = Field(default=False, json_schema_extra=_meta("serving"))
     """Put consecutive pipeline stages in different sites (Petals-style serving)."""
+    remote_client: bool = Field(default=False, json_schema_extra=_meta("serving"))
+    """The client runs the embeddings and LM head across the network (Petals): a token makes
+    pp + 1 hops (client to first server ... last server to client)."""
+    weight_format: Literal["auto", "bf16", "fp8", "int8", "int4"] = Field(
+        default="auto", json_schema_extra=_meta("serving")
+    )
+    """Weight format: auto (as --precision), or weight-only int8/int4 (W8A16/W4A16 kernels)."""
     kv_cache_dtype: Literal["auto", "bf16", "fp8"] = Field(
         default="auto", json_schema_extra=_meta("serving")
     )
-    """KV-cache number format (auto: as the weights)."""
+    """KV-cache number format (auto: fp8 with fp8 weights, else bf16)."""
+    kv_admission: Literal["auto", "reserve", "on_demand"] = Field(
+        default="auto", json_schema_extra=_meta("serving")
+    )
+    """How the engine admits requests into the KV cache: reserve blocks for the prompt and the
+    declared output (TensorRT-LLM's default GUARANTEED_NO_EVICT), or on demand with
+    preemption (MAX_UTILIZATION, vLLM, SGLang). auto: the runtime's default."""
+    beam_width: int = Field(default=1, ge=1, le=64, json_schema_extra=_meta("serving"))
+    """Beams per request (beam search; MLPerf's GPT-J runs 4); output counts one beam."""
+    runtime: Literal["trtllm", "vllm", "sglang", "hf", "petals"] = Field(
+        default="trtllm", json_schema_extra=_meta("serving")
+    )
+    """Serving engine: trtllm, vllm, sglang (fused kernels replayed from CUDA graphs), hf
+    (eager PyTorch) or petals (eager, bitsandbytes int8, RPC per hop)."""
 
 
 INFER_FIELDS = tuple(n for n in InferRequest.model_fields if n not in PlanRequest.model_fields)

@@ -38,8 +38,12 @@ def resolve_workload(req: PlanRequest) -> Workload:
                 "experts",
                 "top_k",
                 "gated_mlp",
+                "moe_ffn",
+                "shared_experts",
+                "dense_layers",
             )
         }
+        dims["head_size"] = req.head_dim
         return custom_transformer(**dims)
     w = get_workload(req.model)
     if req.seq_len and isinstance(w, Transformer):
@@ -131,6 +135,7 @@ def resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None = None) -> Clus
         tcp_streams=req.tcp_streams,
         price_per_gpu_hour_usd=price,
         virtualization_overhead=provider.virtualization_overhead,
+        power_cap_W=req.power_cap_W or gpu.power_limit_W,
         egress_usd_per_GB=provider.egress_usd_per_GB,
         straggler_fraction=req.straggler_fraction,
         straggler_slowdown=req.straggler_slowdown,
@@ -286,4 +291,6 @@ def energy_profile(
         price_per_kWh_usd=site.price_per_kWh_usd
         if price_per_kWh_usd is None
         else price_per_kWh_usd,
+        power_cap_W=cl.power_cap_W,
+        curve=pw.curve(gpu.curve),
     )

@@ -132,6 +132,7 @@ def plan_tables(plan: Plan) -> list[Table]:
     step = m["step_time_s"]
     labels = {
         "compute": "compute",
+        "overlap": "compute slowed by hidden comm",
         "dp": "data-parallel comm (exposed)",
         "tp": "tensor-parallel comm",
         "pp": "pipeline send/recv (exposed)",

@@ -34,6 +34,9 @@ class Transformer(BaseModel):
     hidden: int = Field(ge=1)
     heads: int = Field(ge=1)
     kv_heads: int | None = Field(default=None, ge=1, description="GQA/MQA key-value heads.")
+    head_size: int | None = Field(
+        default=None, ge=1, description="Attention head dimension when not hidden / heads."
+    )
     ffn: int | None = Field(default=None, ge=1, description="MLP width (default 4·hidden).")
     moe_ffn: int | None = Field(default=None, ge=1, description="Expert MLP width (default ffn).")
     vocab: int = Field(ge=1)
@@ -54,7 +57,7 @@ class Transformer(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Transformer:
-        if self.hidden % self.heads:
+        if self.head_size is None and self.hidden % self.heads:
             raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
@@ -67,7 +70,12 @@ class Transformer(BaseModel):
     # --- dimensions -------------------------------------------------------------------------
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.head_size or self.hidden // self.heads
+
+    @property
+    def q_dim(self) -> int:
+        """Width of the queries (and of the attention output): heads × head_dim."""
+        return self.heads * self.head_dim
 
     @property
     def kv_dim(self) -> int:
@@ -86,10 +94,11 @@ class Transformer(BaseModel):
 
     @property
     def attention_params(self) -> int:
-        """Per layer: Q and O projections plus K and V at the key-value width."""
+        """Per layer: Q and O projections at the query width plus K and V at the key-value
+        width."""
         if self.attention_params_per_layer is not None:
             return self.attention_params_per_layer
-        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
+        return 2 * self.hidden * self.q_dim + 2 * self.hidden * self.kv_dim
 
     @property
     def dense_mlp_params(self) -> int:

@@ -133,12 +133,14 @@ def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict
 
 
 def _catalog_efficiency(request: Any) -> float:
+    """The large-GEMM efficiency the model uses by default on the request's GPU (what
+    `--gemm-efficiency`, and so the profile, replaces)."""
     from bandwall.catalog import load_catalog
-    from bandwall.model.compute import TRAINING_GEMM_FACTOR
     from bandwall.planning.presets import get_preset
 
     gpu = request.gpu or get_preset(request.preset).gpu
-    return float(load_catalog().gpu_perf(gpu).gemm_efficiency * TRAINING_GEMM_FACTOR)
+    perf = load_catalog().gpu_perf(gpu)
+    return float(getattr(perf, "gemm_large_efficiency", None) or perf.gemm_efficiency)
 
 
 def save_compute_profile(name: str, fit: dict[str, Any], log: str, configs: list[str]) -> str:

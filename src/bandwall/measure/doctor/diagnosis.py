@@ -1,15 +1,18 @@
-"""One diagnosis from every file given: NCCL debug logs, nccl-tests output and profiler traces,
-sniffed by content (not name), joined with the model, findings ranked by what they cost.
+"""One diagnosis from every file given: read each input once (through `bandwall.safeio`), parse
+it with every registered format, join the logs, nccl-tests tables and traces into one job,
+infer the hardware (or say it is unknown), run every detector, and rank the findings.
+
+    read inputs -> parse (formats) -> join (job, hardware, tests vs model, traces, plan)
+                -> detect (one detector per rule) -> connect (same-job evidence) -> rank
 
 A finding's cost is seconds per training step, known only where the evidence measures it: a
-trace gives the step, the exposed communication and the straggler's excess; an nccl-tests run
-gives the busbw this fabric reaches against the model's, hence the share of communication time
-a fix can remove. Without them a finding is ranked by severity and says what would price it.
+trace gives the step, the exposed communication and the straggler; an nccl-tests run gives the
+busbw this fabric reaches against the model's. Without them a finding is ranked by how directly
+the evidence names it, then by severity.
 """
 
 from __future__ import annotations
 
-import gzip
 import math
 import re
 from dataclasses import dataclass, field
@@ -17,50 +20,125 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.measure.doctor.compare import busbw_comparison, infer_layout, plan_comparison
-from bandwall.measure.doctor.findings import SEVERITIES, Finding, log_findings
-from bandwall.measure.doctor.nccl_log import NcclLog, parse_nccl_log
-from bandwall.measure.doctor.trace import JobTrace, analyze_job
+from bandwall.measure.doctor import (
+    builtin_formats,  # noqa: F401  (registers the built-in formats)
+    training,  # registers training logs (run_compare)
+)
+from bandwall.measure.doctor.detectors import DETECTORS, leftovers
+from bandwall.measure.doctor.evidence import Confidence, Hit, Line
+from bandwall.measure.doctor.formats import formats
+from bandwall.measure.doctor.job import MAX_BUSBW_GBPS, Input, Job, TestBlock
+from bandwall.measure.doctor.nccl_log import NcclLog
+from bandwall.measure.doctor.rules import BY_CODE, RULES, Severity
+from bandwall.safeio import check_input, iter_chunks, iter_lines
 
 SNIFF_BYTES = 1 << 16
-_NCCL_TESTS_HEADER = re.compile(r"#\s+size\s+count\s", re.IGNORECASE)
 #: Findings about the communication path: fixing one speeds communication up.
 COMM_FAULTS = ("socket_fallback", "gdr_off", "nic_far", "p2p_disabled", "few_channels", "busbw_low")
-#: nccl-tests busbw below this share of the model's is a finding.
-BUSBW_LOW = 0.7
-BUSBW_HIGH = 1.3
+_RULE_ORDER = {r.code: i for i, r in enumerate(RULES)}
+#: An input with fewer lines than this is an excerpt: findings say what is missing.
+EXCERPT_LINES = 20
+SIDECARS = (".source", ".md")
 
 
 @dataclass
-class Input:
-    """One file and what was made of it."""
+class Finding:
+    """One thing wrong (or worth knowing): the rule, the case, the evidence."""
 
-    path: str
-    kinds: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    code: str
+    title: str
+    severity: str
+    reason: str
+    mechanism: str = ""
+    confidence: str = "likely"
+    impact: str = ""
+    impact_source: str = ""
+    check: list[str] = field(default_factory=list)
+    fix: list[str] = field(default_factory=list)
+    evidence: list[Line] = field(default_factory=list)
+    partial: str = ""
+    """Empty when the evidence is complete; else what is missing and the command that tells."""
+    cost_s: float | None = None
+    step_s: float | None = None
+    cost_basis: str = ""
+    source: str = ""
+
+    @property
+    def cost_share(self) -> float | None:
+        if self.cost_s is None or not self.step_s:
+            return None
+        return self.cost_s / self.step_s
+
+    @property
+    def severity_rank(self) -> int:
+        return Severity(self.severity).rank
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "title": self.title,
+            "severity": self.severity,
+            "confidence": self.confidence,
+            "mechanism": self.mechanism,
+            "reason": self.reason,
+            "impact": self.impact,
+            "impact_source": self.impact_source,
+            "check": list(self.check),
+            "fix": list(self.fix),
+            "evidence": [ln.to_json() for ln in self.evidence],
+            "partial": self.partial,
+            "cost_s": _finite(self.cost_s),
+            "step_s": _finite(self.step_s),
+            "cost_share": _finite(self.cost_share),
+            "cost_basis": self.cost_basis,
+            "source": self.source,
+        }
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 @dataclass
 class Diagnosis:
-    inputs: list[Input]
-    logs: list[NcclLog] = field(default_factory=list)
-    nccl_tests: list[dict[str, Any]] = field(default_factory=list)
-    job: JobTrace | None = None
-    plan: dict[str, Any] | None = None
+    job: Job
     findings: list[Finding] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    training: list[dict[str, Any]] = field(default_factory=list)
-    """Training logs against the model (bandwall.measure.importers.run_compare)."""
 
     @property
-    def step_s(self) -> float | None:
-        return self.job.step_s if self.job and self.job.step_s > 0 else None
+    def inputs(self) -> list[Input]:
+        return self.job.inputs
+
+    @property
+    def logs(self) -> list[NcclLog]:
+        return self.job.logs
+
+    @property
+    def notes(self) -> list[str]:
+        return self.job.notes
+
+    def worst(self) -> Severity | None:
+        """The most severe finding's severity (None when there is none)."""
+        if not self.findings:
+            return None
+        return max((Severity(f.severity) for f in self.findings), key=lambda s: s.rank)
 
     def to_json(self) -> dict[str, Any]:
+        """The stable JSON document (schema in docs/doctor.md)."""
         job = self.job
+        hw = job.hardware()
+        tr = job.trace
         return {
-            "inputs": [{"path": i.path, "kinds": i.kinds, "notes": i.notes} for i in self.inputs],
+            "schema": "bandwall.doctor/1",
+            "inputs": [{"path": i.path, "kinds": i.kinds, "notes": i.notes} for i in job.inputs],
             "findings": [f.to_json() for f in self.findings],
+            "hardware": {
+                "gpu": hw.gpu,
+                "gpu_name": hw.gpu_name,
+                "nic_link": hw.nic_link,
+                "nics": hw.nics,
+                "nic_speed_GBps": hw.nic_speed_GBps,
+                "describe": hw.describe(),
+            },
             "nccl_logs": [
                 {
                     "source": log.source,
@@ -68,82 +146,107 @@ class Diagnosis:
                     "gdr": log.gdr,
                     "intra_node": sorted(log.intra_transports),
                     "describe": log.describe_transport(),
-                    "nccl_versions": {v: sorted(h) for v, h in log.versions.items()},
+                    "nccl_versions": {
+                        v: sorted({ln.host or "?" for ln in ls}) for v, ls in log.versions.items()
+                    },
                     "hosts": sorted(log.hosts),
                     "ranks": log.world_size,
                     "nics": sorted(log.ib_devices),
                     "socket_interfaces": sorted(log.socket_ifaces),
-                    "channels": max([*log.coll_channels, log.ring_channels or 0]) or None,
-                    "env": {k: sorted(v) for k, v in log.env.items()},
+                    "env": {k: sorted({v for v, _ in vs}) for k, vs in log.env.items()},
+                    "lines": log.lines,
                     "records": log.records,
-                    "used": log.used,
+                    "used": log.matched,
                     "not_understood": log.not_understood,
                 }
-                for log in self.logs
+                for log in job.logs
             ],
-            "nccl_tests": self.nccl_tests,
-            "trace": None
-            if job is None
-            else {
-                "step_s": job.step_s,
-                "compute_s": job.compute_s,
-                "comm_s": job.comm_s,
-                "exposed_comm_s": job.exposed_s,
-                "exposed_share": job.exposed_share,
-                "idle_share": job.idle_share,
-                "straggler": None
-                if job.straggler is None
-                else {
-                    "rank": job.straggler.rank,
-                    "host": job.straggler.host,
-                    "excess_s": job.straggler_excess_s,
-                },
-                "ranks": [
-                    {
-                        "rank": r.rank,
-                        "host": r.host,
-                        "source": r.source,
-                        "device": r.device,
-                        "steps": len(r.steps),
-                        "step_s": r.median("step_s"),
-                        "compute_s": r.median("compute_s"),
-                        "comm_s": r.median("comm_s"),
-                        "overlap_s": r.median("overlap_s"),
-                        "exposed_comm_s": r.median("exposed_s"),
-                        "idle_s": r.median("idle_s"),
-                        "exposed_share": r.exposed_share,
-                        "collectives_s": r.collectives,
-                        "truncated": r.truncated,
-                    }
-                    for r in job.ranks
-                ],
-            },
-            "plan": self.plan,
-            "training": self.training,
-            "notes": self.notes,
+            "nccl_tests": [_test_json(t) for t in job.tests],
+            "trace": None if tr is None else _trace_json(tr),
+            "plan": job.plan,
+            "training": training.to_json(job),
+            "notes": job.notes,
         }
 
 
-#: Sidecar files skipped inside folders (a provenance note is not evidence).
-SIDECARS = (".source", ".md", ".txt.source")
+def _test_json(t: TestBlock) -> dict[str, Any]:
+    c = t.comparison or {}
+    return {
+        "source": t.source,
+        "first_line": t.first_line,
+        "op": t.op,
+        "ranks": t.ranks,
+        "devices": sorted(set(t.devices)),
+        "hosts": t.hosts,
+        "best_busbw_GBps": t.best_busbw_GBps,
+        "compared": bool(c),
+        "not_compared": t.not_compared,
+        "measured_busbw_GBps": c.get("measured_busbw_GBps"),
+        "model_busbw_GBps": c.get("model_busbw_GBps"),
+        "ratio": _finite(c.get("ratio")),
+        "compared_sizes": c.get("compared_sizes", []),
+        "layout": c.get("layout"),
+        "assumptions": c.get("assumptions", []),
+    }
+
+
+def _trace_json(tr: Any) -> dict[str, Any]:
+    return {
+        "step_s": tr.step_s,
+        "compute_s": tr.compute_s,
+        "comm_s": tr.comm_s,
+        "exposed_comm_s": tr.exposed_s,
+        "exposed_share": tr.exposed_share,
+        "idle_share": tr.idle_share,
+        "straggler": None
+        if tr.straggler is None
+        else {
+            "rank": tr.straggler.rank,
+            "host": tr.straggler.host,
+            "excess_s": tr.straggler_excess_s,
+        },
+        "ranks": [
+            {
+                "rank": r.rank,
+                "host": r.host,
+                "source": r.source,
+                "device": r.device,
+                "steps": len(r.steps),
+                "step_s": r.median("step_s"),
+                "compute_s": r.median("compute_s"),
+                "comm_s": r.median("comm_s"),
+                "overlap_s": r.median("overlap_s"),
+                "exposed_comm_s": r.median("exposed_s"),
+                "idle_s": r.median("idle_s"),
+                "exposed_share": r.exposed_share,
+                "collectives_s": r.collectives,
+                "truncated": r.truncated,
+            }
+            for r in tr.ranks
+        ],
+    }
+
+
+# --- 1. inputs ----------------------------------------------------------------------------------
 
 
 def expand(paths: list[str]) -> list[Path]:
     """Files under each path (folders recursively, sorted; hidden files and .source/.md
-    sidecars skipped there; a file named explicitly is always read)."""
+    sidecars skipped there; a file named explicitly is always read, after safeio's checks)."""
     out: list[Path] = []
     for text in paths:
         p = Path(text)
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink():
             out += sorted(
                 f
                 for f in p.rglob("*")
                 if f.is_file()
+                and not f.is_symlink()
                 and f.suffix not in SIDECARS
                 and not any(part.startswith(".") for part in f.relative_to(p).parts)
             )
-        elif p.is_file():
-            out.append(p)
+        elif p.exists() or p.is_symlink():
+            out.append(check_input(p, field="paths"))
         else:
             raise ConfigError(f"{text!r} is neither a file nor a folder", field="paths")
     if not out:
@@ -151,273 +254,285 @@ def expand(paths: list[str]) -> list[Path]:
     return out
 
 
-def sniff(path: Path) -> str:
-    """'trace', 'json', 'binary' or 'text' from the first 64 KiB."""
-    with path.open("rb") as fh:
-        head = fh.read(SNIFF_BYTES)
-    if head[:2] == b"\x1f\x8b":
-        try:
-            with gzip.open(path, "rb") as gz:
-                head = gz.read(SNIFF_BYTES)
-        except (OSError, EOFError):
-            return "binary"
-    text = head.decode("utf-8", errors="replace").lstrip()
-    if '"traceEvents"' in text[:4096] or (re.match(r'\[\s*\{\s*"', text) and '"ph"' in text):
-        return "trace"
-    if re.match(r'\{\s*"', text):
-        return "json"
-    if b"\x00" in head:
-        return "binary"
-    return "text"
+def sniff(path: Path) -> tuple[str, str]:
+    """('trace'|'json'|'binary'|'text', the decoded first 64 KiB). One NUL byte does not make
+    a log binary: only a file whose start is mostly control bytes is."""
+    head = b""
+    for chunk in iter_chunks(path, field="paths"):
+        head += chunk
+        if len(head) >= SNIFF_BYTES:
+            break
+    head = head[:SNIFF_BYTES]
+    text = head.decode("utf-8", errors="replace")
+    start = text.lstrip()
+    if '"traceEvents"' in start[:4096] or (re.match(r'\[\s*\{\s*"', start) and '"ph"' in start):
+        return "trace", text
+    if start.startswith("{") and "NCCL" not in start[:4096]:
+        return "json", text
+    if head:
+        control = sum(1 for b in head if b < 9 or 13 < b < 32)
+        if control > 0.3 * len(head):
+            return "binary", text
+    return "text", text
 
 
-def _read_lines(path: Path) -> Any:
-    with path.open("rb") as probe:
-        gz = probe.read(2) == b"\x1f\x8b"
-    if gz:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return path.open(encoding="utf-8", errors="replace")
-
-
-def _nccl_tests(
-    path: Path, log: NcclLog | None, opts: dict[str, Any], diag: Diagnosis, item: Input
-) -> None:
-    """Each nccl-tests block of a file against the model (the importer's parser)."""
-    from bandwall.measure.importers.nccl_tests import parse_log, resolve, store_rows
-
-    with _read_lines(path) as fh:
-        text = fh.read()
-    if not _NCCL_TESTS_HEADER.search(text):
+def _read(path: Path, job: Job) -> None:
+    item = Input(str(path))
+    job.inputs.append(item)
+    kind, sample = sniff(path)
+    if kind == "trace":
+        item.kinds.append("trace")
+        job.trace_paths.append(str(path))
         return
-    blocks = parse_log(text)
-    if not blocks:
-        item.notes.append("an nccl-tests header but no result rows (cut before the first row?)")
-        return
-    item.kinds.append("nccl-tests")
-    for i, block in enumerate(blocks):
-        entry: dict[str, Any] = {"source": str(path), "block": i, "first_line": block.first_line}
-        try:
-            op, ranks, origin = resolve(block, opts.get("op"), opts.get("ranks"))
-        except ConfigError as exc:
-            entry["error"] = exc.reason
-            item.notes.append(f"block {i} (line {block.first_line}): {exc.reason}")
-            diag.nccl_tests.append(entry)
-            continue
-        rows = store_rows(block, op, ranks)
-        entry.update(
-            {
-                "op": op.value,
-                "ranks": ranks,
-                "op_from": origin,
-                "footer_avg_busbw_GBps": block.avg_busbw_GBps,
-            }
-        )
-        hosts = {r["hostname"] for r in block.ranks} or (log.hosts if log else set())
-        try:
-            layout = infer_layout(
-                ranks=ranks,
-                hosts=len(hosts) or None,
-                device_names=[str(r["device_name"]) for r in block.ranks],
-                transport=log.net_transport if log else None,
-                nic_speed_GBps=max(log.nic_speed_GBps.values())
-                if log and log.nic_speed_GBps
-                else None,
-                fabric=opts.get("fabric"),
-                gpu=opts.get("gpu"),
-                gpus_per_node=opts.get("gpus_per_node"),
-            )
-            entry.update(busbw_comparison(rows, op.value, layout))
-        except ConfigError as exc:
-            entry["error"] = exc.reason
-            item.notes.append(f"block {i}: measured busbw only ({exc.reason})")
-            entry["measured_busbw_GBps"] = max((r["busbw_GBps"] for r in rows), default=None)
-        diag.nccl_tests.append(entry)
+    if kind in ("json", "binary"):
         item.notes.append(
-            f"nccl-tests block {i}: {op.value} on {ranks} ranks, {len(block.rows)} sizes"
-        )
-
-
-def _busbw_findings(diag: Diagnosis) -> list[Finding]:
-    out = []
-    for t in diag.nccl_tests:
-        ratio = t.get("ratio")
-        if ratio is None or not math.isfinite(ratio):
-            continue
-        measured, model = t["measured_busbw_GBps"], t["model_busbw_GBps"]
-        sizes = ", ".join(f"{s / 2**20:,.0f} MiB" for s in t["compared_sizes"][-3:])
-        if ratio < BUSBW_LOW:
-            out.append(
-                Finding(
-                    code="busbw_low",
-                    title=f"{t['op']} busbw is {ratio:.0%} of what this fabric should give",
-                    reason=f"nccl-tests measured {measured:,.1f} GB/s busbw at {sizes}; the model "
-                    f"gives {model:,.1f} GB/s for {t['layout']}. "
-                    + ("Assumed: " + "; ".join(t["assumptions"]) + "." if t["assumptions"] else ""),
-                    severity="high" if ratio < 0.5 else "medium",
-                    check=[
-                        "the transport findings of this log (sockets, GDR, NIC placement, "
-                        "channels); the assumptions above (--fabric, --gpu)"
-                    ],
-                    fix=[
-                        "fix the path faults found, then rerun nccl-tests: busbw should approach "
-                        f"{model:,.0f} GB/s"
-                    ],
-                    evidence=[
-                        f"{t['source']}:{t['first_line']}: {t['op']} busbw {measured:,.1f} GB/s"
-                    ],
-                    source=t["source"],
-                )
-            )
-        elif ratio > BUSBW_HIGH:
-            out.append(
-                Finding(
-                    code="model_assumption",
-                    title=f"{t['op']} busbw beats the assumed fabric ({ratio:.0%} of the model)",
-                    reason=f"measured {measured:,.1f} GB/s against {model:,.1f} GB/s modelled for "
-                    f"{t['layout']}: the real fabric is faster than assumed ("
-                    + "; ".join(t["assumptions"])
-                    + ").",
-                    severity="info",
-                    check=["--fabric, --gpus-per-node"],
-                    fix=["give the real fabric to compare against"],
-                    source=t["source"],
-                )
-            )
-    return out
-
-
-def _trace_findings(diag: Diagnosis) -> list[Finding]:
-    job = diag.job
-    if job is None or job.step_s <= 0:
-        return []
-    out = []
-    step = job.step_s
-    if job.straggler is not None:
-        s = job.straggler
-        others = [r for r in job.ranks if r is not s and r.steps]
-        where = f"rank {s.rank}" + (f" on {s.host}" if s.host else "")
-        out.append(
-            Finding(
-                code="straggler",
-                title=f"Straggler: {where}",
-                reason=f"{where} spends {s.median('outside_comm_s') * 1e3:,.1f} ms per step "
-                f"outside communication, {job.straggler_excess_s * 1e3:,.1f} ms more than the "
-                f"others' median; the others wait for it inside their collectives (exposed "
-                f"communication "
-                f"{min(r.median('exposed_s') for r in others) * 1e3:,.1f}-"
-                f"{max(r.median('exposed_s') for r in others) * 1e3:,.1f} ms against "
-                f"{s.median('exposed_s') * 1e3:,.1f} ms on {where}). Its own time is "
-                f"{s.median('compute_s') * 1e3:,.1f} ms compute and "
-                f"{s.median('idle_s') * 1e3:,.1f} ms idle per step.",
-                severity="high" if job.straggler_excess_s / step > 0.2 else "medium",
-                check=[
-                    "that host's GPU clocks and temperature (`nvidia-smi -q -d PERFORMANCE`), "
-                    "its data loader and CPU load, other jobs on it",
-                    "idle on the straggler means it waits before the step (input pipeline, "
-                    "host contention); compute means a slower device",
-                ],
-                fix=[
-                    "drain or replace the host; with persistent slow hosts, backup workers "
-                    "or local SGD (`bandwall plan --straggler-mitigation`)"
-                ],
-                evidence=[f"{s.source}: {len(s.steps)} steps"],
-                cost_s=job.straggler_excess_s,
-                step_s=step,
-                source=s.source,
-                cost_basis="the straggler's median excess over the others per step",
-            )
-        )
-    share = job.exposed_share
-    plan = diag.plan
-    predicted = ""
-    if plan is not None:
-        predicted = (
-            f" The model predicts {plan['predicted_exposed_comm_s'] * 1e3:,.1f} ms exposed and a "
-            f"{plan['predicted_step_s'] * 1e3:,.1f} ms step for this job's layout "
-            f"(measured step {plan['measured_step_s'] * 1e3:,.1f} ms, "
-            f"{plan['step_error']:+.0%})."
-        )
-    exposed_own = job.exposed_s
-    if job.straggler is not None:  # the wait for the straggler is priced above
-        exposed_own = max(job.straggler.median("exposed_s"), 0.0)
-    out.append(
-        Finding(
-            code="exposed_comm",
-            title=f"Exposed communication: {share:.0%} of the step",
-            reason=f"Per step, ranks spend {job.comm_s * 1e3:,.1f} ms in collectives, "
-            f"{job.exposed_s * 1e3:,.1f} ms of it not hidden behind compute "
-            f"({share:.1%} of a {step * 1e3:,.1f} ms step, mean over ranks)"
-            + (" — most of it waiting for the straggler" if job.straggler is not None else "")
-            + "."
-            + predicted,
-            severity="high" if share > 0.3 else "medium" if share > 0.1 else "info",
-            check=[
-                "DDP bucket size (bucket_cap_mb) and gradient accumulation (no_sync)",
-                "the collectives per step in the trace (which op, how large)",
-            ],
-            fix=[
-                "overlap more (smaller first bucket, FSDP prefetch), communicate less "
-                "(larger batch per rank, bf16 reduction, compression), or a faster fabric"
-            ],
-            cost_s=exposed_own,
-            step_s=step,
-            source=", ".join(sorted({r.source for r in job.ranks}))[:200],
-            cost_basis="communication left exposed per step"
+            "not understood: "
             + (
-                " on the straggler (the others' extra wait is the straggler's)"
-                if job.straggler
-                else ""
-            ),
-        )
-    )
-    if job.idle_share > 0.1 and job.straggler is None:
-        out.append(
-            Finding(
-                code="idle",
-                title=f"Ranks idle {job.idle_share:.0%} of the step",
-                reason="Time with neither compute nor communication on the traced device: input "
-                "pipeline stalls, host-side overhead or synchronisation.",
-                severity="medium",
-                check=["the data loader (num_workers, pinned memory), CPU-bound Python"],
-                fix=["prefetch input, CUDA graphs / torch.compile for launch-bound steps"],
-                cost_s=job.idle_share * step,
-                step_s=step,
-                cost_basis="idle time per step",
+                "JSON without traceEvents (not a profiler trace)"
+                if kind == "json"
+                else "a binary file"
             )
         )
-    return out
+        return
+    active = [(fmt, fmt.start(str(path))) for fmt in formats() if fmt.detect(sample)]
+    first_line = ""
+    for number, line in enumerate(iter_lines(path, field="paths"), 1):
+        if not first_line and line.strip():
+            first_line = line.strip()
+        for _, parser in active:
+            parser.feed(number, line)
+    for fmt, parser in active:
+        if fmt.attach(job, parser.finish(), item):
+            item.kinds.append(fmt.name)
+    if not item.kinds:
+        item.notes.append(
+            "not understood: no NCCL debug lines, no nccl-tests table and no profiler trace "
+            f"(first line: {first_line[:80]!r})"
+        )
 
 
-def _price(diag: Diagnosis) -> None:
+# --- 2. join ------------------------------------------------------------------------------------
+
+
+def _compare_tests(job: Job) -> None:
+    """Each nccl-tests block against the model, only where the hardware is known."""
+    hw = job.hardware()
+    opts = job.options
+    for t in job.tests:
+        if t.op is None or t.ranks is None:
+            t.not_compared = (
+                t.not_compared or "collective or rank count unknown (give --op/--ranks)"
+            )
+            continue
+        rows = [
+            r
+            for r in t.rows
+            if isinstance(r.get("busbw_GBps"), (int, float))
+            and math.isfinite(r["busbw_GBps"])
+            and 0 <= r["busbw_GBps"] <= MAX_BUSBW_GBPS
+            and int(r.get("size_bytes", 0)) > 0
+        ]
+        if not rows:
+            t.not_compared = "no valid result rows"
+            continue
+        why = _layout_or_reason(t, hw, opts)
+        if isinstance(why, str):
+            t.not_compared = why
+            job.notes.append(
+                f"{t.source}:{t.first_line}: nccl-tests not compared with a model: {why}"
+            )
+            continue
+        from bandwall.measure.doctor.compare import busbw_comparison
+
+        try:
+            cmp = busbw_comparison(rows, t.op, why)
+        except ConfigError as exc:
+            t.not_compared = exc.reason
+            continue
+        if not (math.isfinite(cmp["ratio"]) and 0 < cmp["ratio"] < 100):
+            t.not_compared = "the model gave no usable figure for this block"
+            continue
+        t.comparison = cmp
+
+
+def _layout_or_reason(t: TestBlock, hw: Any, opts: dict[str, Any]) -> Any:
+    """The Layout to price a block on, or the sentence saying what is unknown."""
+    from bandwall.measure.doctor.compare import FABRIC_BY_TRANSPORT, Layout
+
+    assert t.ranks is not None
+    notes: list[str] = []
+    gpu = opts.get("gpu") or hw.gpu
+    if gpu is None:
+        return (
+            "GPU unknown"
+            + (f" ({hw.gpu_name!r} is not in the catalog)" if hw.gpu_name else " (no device names)")
+            + ": give --gpu"
+        )
+    if not opts.get("gpu"):
+        notes.append(f"GPU {gpu} from the device name {hw.gpu_name!r}")
+    gpn = opts.get("gpus_per_node")
+    if gpn is None:
+        if t.hosts:
+            gpn = max(1, t.ranks // len(t.hosts))
+            notes.append(f"{gpn} GPU(s) per node: {t.ranks} ranks on {len(t.hosts)} host(s)")
+        else:
+            return "the number of nodes is unknown (no host names): give --gpus-per-node"
+    fabric = opts.get("fabric")
+    if t.ranks > gpn and fabric is None:
+        link, speed = hw.nic_link, hw.nic_speed_GBps
+        choices = FABRIC_BY_TRANSPORT.get(link or "", ())
+        if not link or not speed or not choices:
+            return (
+                "the inter-node network is unknown"
+                + (f" ({link} seen, its speed not in the log)" if link else "")
+                + ": give --fabric"
+            )
+        fabric = min(choices, key=lambda c: abs(c[0] - speed))[1]
+        notes.append(f"fabric {fabric}: {link} NICs at {speed:g} GB/s in the log")
+    return Layout(t.ranks, gpn, gpu, None if t.ranks <= gpn else fabric, notes)
+
+
+def _traces(job: Job) -> None:
+    if not job.trace_paths:
+        return
+    from bandwall.measure.doctor.trace import analyze_job
+
+    job.trace = analyze_job(list(job.trace_paths))
+    job.notes.extend(job.trace.notes)
+    for r in job.trace.ranks:
+        item = next((i for i in job.inputs if i.path == r.source), None)
+        if item is not None:
+            item.notes.append(
+                f"rank {r.rank if r.rank is not None else '?'}"
+                + (f" on {r.host}" if r.host else "")
+                + f", {r.device}, {r.events:,} events, {len(r.steps)} step(s)"
+                + (" (trace cut short)" if r.truncated else "")
+            )
+
+
+# --- 3. detect, connect, rank -------------------------------------------------------------------
+
+
+def _connect(job: Job, hits: list[Hit]) -> None:
+    """Evidence from other files of the same job: a path fault and the busbw it costs."""
+    tests = [t for t in job.tests if t.best_busbw_GBps is not None]
+    if not tests:
+        return
+    low = [t for t in tests if t.comparison and t.comparison["ratio"] < 0.7]
+    for h in hits:
+        if h.code not in COMM_FAULTS or h.code == "busbw_low":
+            continue
+        if low:
+            t = low[0]
+            c = t.comparison or {}
+            h.reason += (
+                f". The same job's nccl-tests ({t.source}) reach {c['measured_busbw_GBps']:,.1f} "
+                f"GB/s busbw, {c['ratio']:.0%} of the model: this fault is the likely reason"
+            )
+            if c["ratio"] < 0.5:
+                h.severity = "critical" if h.code == "socket_fallback" else "high"
+                h.confidence = max(h.confidence, Confidence.LIKELY)
+        else:
+            t = tests[0]
+            h.reason += (
+                f". The same job's nccl-tests ({t.source}) measured at most "
+                f"{t.best_busbw_GBps:,.1f} GB/s busbw"
+            )
+    names = {h.code for h in hits if h.code in COMM_FAULTS and h.code != "busbw_low"}
+    for h in hits:
+        if h.code == "busbw_low" and names:
+            h.reason += ". The same job's logs show " + ", ".join(
+                BY_CODE[c].title.lower() for c in sorted(names)
+            )
+    for h in hits:
+        if h.code == "socket_transport" and low and low[0].comparison["ratio"] < 0.5:  # type: ignore[index]
+            h.code = "socket_fallback"
+            h.severity = "critical"
+            h.confidence = Confidence.LIKELY
+            h.reason += (
+                f"; nccl-tests of the same job reach {low[0].comparison['ratio']:.0%} of the "  # type: ignore[index]
+                "model: TCP is not what these nodes are built for"
+            )
+
+
+def _finding(h: Hit, job: Job) -> Finding:
+    r = BY_CODE[h.code]
+    sev = h.severity or r.severity.value
+    partial = h.missing
+    sizes = [log.lines for log in job.logs if log.source in {ln.source for ln in h.lines}]
+    if sizes and max(sizes) < EXCERPT_LINES and not job.tests and job.trace is None:
+        excerpt = f"the input is an excerpt of {max(sizes)} line(s)"
+        partial = f"{partial}; {excerpt}" if partial else excerpt
+    if partial:
+        partial = f"evidence is partial ({partial}); to confirm: {r.confirm}"
+    reason = h.reason or r.when
+    return Finding(
+        code=h.code,
+        title=h.title or r.title,
+        severity=sev,
+        reason=reason[:1].upper() + reason[1:] if reason else "",
+        mechanism=r.mechanism.value,
+        confidence=h.confidence.name.lower(),
+        impact=r.impact,
+        impact_source=r.impact_source,
+        check=list(r.checks),
+        fix=list(r.fixes),
+        evidence=list(h.lines),
+        partial=partial,
+        cost_s=_finite(h.cost_s),
+        step_s=_finite(h.step_s),
+        cost_basis=h.cost_basis,
+        source=h.source,
+    )
+
+
+def _price(job: Job, findings: list[Finding]) -> None:
     """Per-step costs of communication-path findings, where a trace and a busbw ratio allow."""
-    job = diag.job
-    ratios = [t["ratio"] for t in diag.nccl_tests if isinstance(t.get("ratio"), float)]
+    tr = job.trace
+    ratios = [t.comparison["ratio"] for t in job.tests if t.comparison]
     ratio = min(ratios) if ratios else None
-    for f in diag.findings:
+    for f in findings:
         if f.code not in COMM_FAULTS or f.cost_s is not None:
             continue
-        if job is not None and job.step_s > 0 and ratio is not None and ratio < 1:
-            exposed = job.exposed_s if job.straggler is None else job.straggler.median("exposed_s")
-            f.cost_s = min(exposed, job.comm_s * (1 - ratio))
-            f.step_s = job.step_s
+        if tr is not None and tr.step_s > 0 and ratio is not None and ratio < 1:
+            exposed = tr.exposed_s if tr.straggler is None else tr.straggler.median("exposed_s")
+            f.cost_s = max(0.0, min(exposed, tr.comm_s * (1 - ratio)))
+            f.step_s = tr.step_s
             f.cost_basis = (
                 f"communication at {ratio:.0%} of the model's busbw: fixing it saves up to "
                 "(1 - ratio) of the collective time, at most the exposed part"
             )
-        elif job is None:
+        elif tr is None:
             f.cost_basis = "unpriced: add a profiler trace of the job to price it per step"
         else:
             f.cost_basis = "unpriced: add an nccl-tests log of this fabric to price it"
 
 
-def rank(findings: list[Finding]) -> list[Finding]:
-    """Critical first (they stop the job), then by cost per step, then by severity."""
+def rank(findings: list[Finding], confidence: dict[int, int] | None = None) -> list[Finding]:
+    """How directly the evidence names the cause first, then severity, then cost per step."""
+    conf = {"certain": 3, "likely": 2, "possible": 1}
 
-    def key(f: Finding) -> tuple[int, float, int]:
-        sev = SEVERITIES.index(f.severity) if f.severity in SEVERITIES else len(SEVERITIES)
-        return (0 if f.severity == "critical" else 1, -(f.cost_s or 0.0) if f.cost_s else 1.0, sev)
+    def key(f: Finding) -> tuple[int, int, float, int]:
+        return (
+            -conf.get(f.confidence, 0),
+            -f.severity_rank,
+            -(f.cost_s or 0.0),
+            _RULE_ORDER.get(f.code, 999),
+        )
 
     return sorted(findings, key=key)
+
+
+def _dedupe(hits: list[Hit]) -> list[Hit]:
+    """One hit per rule: the most confident (several logs of one job are one diagnosis)."""
+    best: dict[str, Hit] = {}
+    for h in hits:
+        cur = best.get(h.code)
+        if cur is None or h.confidence > cur.confidence:
+            best[h.code] = h
+        elif h.confidence == cur.confidence and len(cur.lines) < 4:
+            cur.lines += [ln for ln in h.lines if ln not in cur.lines][: 4 - len(cur.lines)]
+    return list(best.values())
 
 
 def diagnose(
@@ -430,83 +545,35 @@ def diagnose(
     ranks: int | None = None,
     request: Any = None,
 ) -> Diagnosis:
-    """Read every file under `paths`, join the evidence, rank the findings."""
-    files = expand(paths)
-    diag = Diagnosis(inputs=[])
-    traces: list[Path] = []
-    opts = {"fabric": fabric, "gpu": gpu, "gpus_per_node": gpus_per_node, "op": op, "ranks": ranks}
-    for path in files:
-        item = Input(str(path))
-        diag.inputs.append(item)
-        kind = sniff(path)
-        if kind == "trace":
-            item.kinds.append("trace")
-            traces.append(path)
-            continue
-        if kind in ("json", "binary"):
-            item.notes.append(
-                "not understood: "
-                + (
-                    "JSON without traceEvents (not a profiler trace)"
-                    if kind == "json"
-                    else "a binary file"
-                )
-            )
-            continue
-        with _read_lines(path) as fh:
-            log = parse_nccl_log(fh, str(path))
-        found = log.records or log.timeouts or log.connections or log.errors or log.warnings
-        if found:
-            item.kinds.append("nccl-log")
-            diag.logs.append(log)
-            item.notes.append(
-                f"{log.records:,} NCCL records, {log.used:,} read"
-                + (f"; {len(log.timeouts):,} watchdog timeout(s)" if log.timeouts else "")
-                + (f"; {len(log.connections):,} connection(s)" if log.connections else "")
-                + (
-                    f"; {log.not_understood:,} NCCL line(s) not understood, e.g. line "
-                    f"{log.examples[0][0]}: {log.examples[0][1][:80]!r}"
-                    if log.not_understood
-                    else ""
-                )
-                + (f"; {log.foreign:,} other line(s) skipped" if log.foreign else "")
-            )
-        _nccl_tests(path, log if found else None, opts, diag, item)
-        from bandwall.measure.importers import run_compare
+    """Read every file under `paths`, join the evidence, run the rules, rank the findings."""
+    job = Job(
+        options={
+            "fabric": fabric,
+            "gpu": gpu,
+            "gpus_per_node": gpus_per_node,
+            "op": op,
+            "ranks": ranks,
+        }
+    )
+    for path in expand(paths):
+        _read(path, job)
+    _traces(job)
+    _compare_tests(job)
+    training.compare(job, request, {"gpu": gpu} if gpu else {})
+    if request is not None and job.trace is not None and job.trace.step_s > 0:
+        from bandwall.measure.doctor.compare import plan_comparison
 
-        trained = run_compare.doctor_hook(path, item, request, {"gpu": gpu} if gpu else {})
-        if trained is not None:
-            diag.training.append(trained[0])
-            if trained[1] is not None:
-                diag.findings.append(Finding(**trained[1]))
-        if not item.kinds:
-            with _read_lines(path) as fh:
-                first = next((line.strip() for line in fh if line.strip()), "")
-            item.notes.append(
-                "not understood: no NCCL debug lines, no nccl-tests table and no profiler "
-                f"trace (first line: {first[:80]!r})"
-            )
-    if traces:
-        diag.job = analyze_job(list(traces))
-        diag.notes += diag.job.notes
-        for r in diag.job.ranks:
-            item = next(i for i in diag.inputs if i.path == r.source)
-            item.notes.append(
-                f"rank {r.rank if r.rank is not None else '?'}"
-                + (f" on {r.host}" if r.host else "")
-                + f", {r.device}, {r.events:,} events, {len(r.steps)} step(s)"
-                + (" (trace cut short)" if r.truncated else "")
-            )
-        if request is not None and diag.job.step_s > 0:
-            diag.plan = plan_comparison(
-                diag.job.step_s, diag.job.exposed_s, diag.job.compute_s, request
-            )
-    for log in diag.logs:
-        diag.findings += log_findings(log)
-    diag.findings += _busbw_findings(diag)
-    diag.findings += _trace_findings(diag)
-    _price(diag)
-    diag.findings = rank(diag.findings)
-    if not any(i.kinds for i in diag.inputs):
-        diag.notes.append("nothing in the given files was understood")
-    return diag
+        tr = job.trace
+        job.plan = plan_comparison(tr.step_s, tr.exposed_s, tr.compute_s, request)
+    hits: list[Hit] = []
+    for code, detect in DETECTORS.items():
+        if code != "nccl_errors":
+            hits += detect(job)
+    hits = _dedupe(hits)
+    hits += leftovers(job, hits)
+    _connect(job, hits)
+    findings = [_finding(h, job) for h in hits]
+    _price(job, findings)
+    if not job.logs and not job.tests and job.trace is None and not job.extra:
+        job.notes.append("nothing in the given files was understood")
+    return Diagnosis(job=job, findings=rank(findings))

@@ -34,7 +34,13 @@ def html_section(
                     [
                         str(i),
                         f.severity,
-                        f"{f.title}: {f.reason}",
+                        f"{f.title}: {f.reason}"
+                        + (
+                            "".join(
+                                f" | {ln.source}:{ln.number}: {ln.quote()[:200]}"
+                                for ln in f.evidence[:2]
+                            )
+                        ),
                         _ms(f.cost_s),
                         "—" if f.cost_share is None else f"{f.cost_share:.1%}",
                         "; ".join(f.fix),
@@ -61,7 +67,7 @@ def html_section(
                 ],
             )
         )
-    tests = [t for t in diag.nccl_tests if t.get("ratio") is not None]
+    tests = [t for t in diag.job.tests if t.comparison]
     if tests:
         parts.append(
             _table(
@@ -75,18 +81,19 @@ def html_section(
                 ],
                 [
                     [
-                        t["op"],
-                        str(t["ranks"]),
-                        f"{t['measured_busbw_GBps']:,.1f} GB/s",
-                        f"{t['model_busbw_GBps']:,.1f} GB/s",
-                        f"{t['ratio']:.0%}",
-                        t["layout"],
+                        str(t.op),
+                        str(t.ranks),
+                        f"{t.comparison['measured_busbw_GBps']:,.1f} GB/s",
+                        f"{t.comparison['model_busbw_GBps']:,.1f} GB/s",
+                        f"{t.comparison['ratio']:.0%}",
+                        str(t.comparison["layout"]),
                     ]
                     for t in tests
+                    if t.comparison is not None
                 ],
             )
         )
-    job = diag.job
+    job = diag.job.trace
     if job is not None and job.ranks:
         parts.append(
             _table(

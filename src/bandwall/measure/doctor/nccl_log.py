@@ -1,151 +1,106 @@
-"""Read NCCL's own debug output (`NCCL_DEBUG=INFO`, optionally `NCCL_DEBUG_SUBSYS=INIT,GRAPH,NET`)
-and the PyTorch watchdog lines around it, as real logs look.
+"""Read NCCL's debug output, the PyTorch watchdog and error lines around it, and the nccl-tests
+lines that ride along, as real pasted logs look.
 
-Real logs are messy: mpirun (`[1,0]<stdout>:`), srun (`0: `), torchrun (`[trainer3]:`) and cloud
-log (`| 2024-...Z |`) prefixes; several ranks writing into one file, so one rank's line can be
-cut and continued by another's (`... send 0.000host:12:12 [1] NCCL INFO ...`); reporters who
-strip the `host:pid:tid [dev]` prefix or paste only the `... via NET/IB/0` part; and the lines of
-the program around NCCL's. Every NCCL record is therefore found by its `NCCL INFO|WARN` marker
-wherever it sits in a line, a line holding several markers is split at each, and a few
-patterns (connections, versions, the watchdog) are also matched without a marker.
+Real logs are messy: mpirun (`[1,0]<stdout>:`), srun (`0: `), torchrun (`[trainer3]:`), Ray
+(`(pid=123)`) and cloud-log prefixes; several ranks writing into one file, so one rank's record
+can be cut and continued by another's; reporters who strip the `host:pid:tid [dev]` prefix,
+quote lines with `> `, or paste them joined on one line. Every NCCL record is therefore found
+by its `NCCL INFO|WARN` marker wherever it sits in a line (a line with several markers is split
+at each), and the patterns that matter also match without a marker.
 
-What is not understood is counted and kept (a few examples), never silently dropped: the
-diagnosis says how much of the file it used. Patterns follow the messages of NCCL 2.4-2.29
-(`src/init.cc`, `src/graph/*.cc`, `src/transport/*.cc`) and PyTorch's ProcessGroupNCCL.cpp.
+The parser is a table: each `Pattern` has a literal `key` that must occur in the text (a cheap
+`in` test, so most lines cost one scan per key) and a regular expression without nested
+quantifiers, run only when the key is there; lines arrive cut at 16,384 characters by
+`bandwall.safeio`. Every fact keeps the `Line` it came from, so a finding can quote it.
+
+Messages follow NCCL 2.3-2.30 (`src/init.cc`, `src/net.cc`, `src/graph/*.cc`,
+`src/transport/*.cc`, `src/misc/{ibvwrap,socket,shmutils}.cc`, `src/bootstrap.cc`),
+aws-ofi-nccl 1.x and PyTorch's ProcessGroupNCCL (with and without `SeqNum=`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-#: One NCCL record marker, with the optional `host:pid[:tid] [dev]` and `file.cc:N` before it.
-_MARK = re.compile(
-    r"(?:(?P<host>[A-Za-z0-9_.\-]+):(?P<pid>\d+)(?::(?P<tid>\d+))? )?"
-    r"(?:\[(?P<dev>\d+)\] )?"
-    r"(?:(?P<src>[\w/.\-]+\.(?:cc|cu|h|cpp|c):\d+) )?"
-    r"NCCL (?P<level>INFO|WARN|TRACE|ERROR|ABORT)\b ?"
+from bandwall.measure.doctor.evidence import Line
+
+#: The levels NCCL prints after "NCCL ".
+_LEVELS = ("INFO", "WARN", "ERROR", "ABORT", "TRACE")
+#: What may precede a marker: `host:pid[:tid] [dev] [file.cc:N] `, read backwards from it.
+_PREFIX_TAIL = re.compile(
+    r"(?:(?P<host>[A-Za-z0-9_.\-]{1,128}):(?P<pid>\d{1,10})(?::\d{1,10})? )?"
+    r"(?:\[(?P<dev>\d{1,4})\] )?"
+    r"(?:(?P<src>[\w/.\-]{1,200}\.(?:cc|cu|h|cpp|c):\d{1,6}) )?$"
 )
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)(?:[-+](?:cuda)?([\d.]+))?")
-_IFACE = re.compile(r"(?:\[\d+\])?([A-Za-z0-9_.\-<>]+?):([^<\s]*)<\d+>")
-_IB_DEV = re.compile(r"\[(\d+)\]([\w.\-]+):(\d+)/(IB|RoCE)(/SHARP)?")
-_ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\.?\s*$")
+_VERSION = re.compile(r"NCCL version:? ?(\d{1,2}\.\d{1,3}\.\d{1,3})")
+_ENV_ECHO = re.compile(r"\b(NCCL_[A-Z0-9_]{2,64}) set (?:by environment )?to (\S{1,256})")
+_IFACE = re.compile(r"(?:\[\d{1,3}\])?([A-Za-z0-9_.\-]{1,64}):([0-9a-fA-F.:%A-Za-z\-]{0,64})<\d+>")
+_IB_DEV = re.compile(r"\[(\d{1,3})\]\s?([\w.\-]{1,64}):(\d{1,3})/(IB|RoCE)(/SHARP)?")
 _GDR = re.compile(
-    r"GPU Direct RDMA (Disabled|Enabled) for (?:GPU (\S+) / )?HCA (\d+)"
-    r"(?: '([^']+)')?(?: \(([^)]*)\))?"
+    r"GPU Direct RDMA (Disabled|Enabled) for (?:GPU (\S{1,24}) / )?HCA ([0-9a-fA-Fx]{1,16})"
+    r"(?: '([^']{1,64})')?(?: \(distance (\d{1,3}) [<>=]{1,2} (\d{1,3})\))?"
 )
 _CONN = re.compile(
-    r"(?:(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : )?(?P<src>\d+)(?:\[(?P<sbus>[0-9a-fx]+)\])? -> "
-    r"(?P<dst>\d+)(?:\[(?P<dbus>[0-9a-fx]+)\])?(?: \[(?P<dir>send|receive)\])? via (?P<via>.+?)\s*$"
+    r"(?:(?:Channel|Ring) (?P<ch>\d{1,3})(?:/\d{1,3})? : )?(?P<src>\d{1,6})"
+    r"(?:\[(?P<sbus>[0-9a-fA-Fx]{1,16})\])? -> "
+    r"(?P<dst>\d{1,6})(?:\[(?P<dbus>[0-9a-fA-Fx]{1,16})\])?"
+    r"(?: \[(?P<dir>send|receive)\])? via (?P<via>[^\n]{1,200}?)\s*$"
 )
-_RING = re.compile(r"^Channel (\d+)/(\d+) :\s+((?:\d+\s*)+)$")
-_CHANNELS = re.compile(
-    r"(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?"
-    r"(\d+) p2p channels, (\d+) p2p channels per peer"
-)
+_CHANNELS = re.compile(r"(\d{1,4}) coll channels")
+_RING = re.compile(r"Channel (\d{1,3})/(\d{1,3}) :((?: +\d{1,6}){1,1024})\s*$")
 _COMM = re.compile(
-    r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)(?: cudaDev (\d+))?(?: nvmlDev (\d+))?"
-    r"(?: busId ([0-9a-f]+))?",
-    re.IGNORECASE,
+    r"comm 0x[0-9a-f]{1,16} rank (\d{1,6}) n[Rr]anks (\d{1,6})(?: cudaDev (\d{1,3}))?"
+    r"(?: nvmlDev \d{1,3})?(?: busId ([0-9a-f]{1,16}))?"
 )
-_NODES = re.compile(r"comm 0x[0-9a-f]+ rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+)")
+_NODES = re.compile(r"nRanks (\d{1,6}) nNodes (\d{1,6}) localRanks (\d{1,4})")
 _PATTERN = re.compile(
-    r"Pattern (\d+), crossNic (\d+), nChannels (\d+), (?:bw|speed) ([\d.]+)/([\d.]+), "
-    r"type (\w+)/(\w+)"
+    r"Pattern (\d{1,3}), crossNic (\d{1,3}), nChannels (\d{1,3}), "
+    r"(?:bw|speed) ([\d.]{1,16})/([\d.]{1,16}), type (\w{1,8})/(\w{1,8})"
 )
-_GPU_PATHS = re.compile(r"^GPU/([0-9A-Fa-f\-]+) :(.*)$")
-_PATH_NET = re.compile(r"NET/(\d+) \((\d+)/([\d.]+)/(\w+)\)")
-_NIC_SPEED = re.compile(r"NET\[([\d.]+)\] - NET/(\d+)")
-_OLD_DIST = re.compile(r"CUDA Dev (\d+)\[(\d+)\], \w+ NIC distance :\s+(\w+)")
-_RINGS_GDR = re.compile(r"Connected all rings(?:, use ring PXN (\d) GDR (\d))?")
-_WATCHDOG = re.compile(
-    r"Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\("
-    r"SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)(?:, NumelIn=(?P<nin>\d+), "
-    r"NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<timeout>\d+)\) ran for (?P<ran>\d+) milliseconds"
+_GPU_PATHS = re.compile(r"GPU/([0-9A-Fa-f\-]{1,32}) :(.{0,8000})$")
+_PATH_NET = re.compile(r"NET/(\d{1,3}) \((\d{1,3})/([\d.]{1,16})/(\w{1,8})\)")
+_NIC_SPEED = re.compile(r"NET\[([\d.]{1,16})\] - NET/(\d{1,3})")
+_XML_NET_SPEED = re.compile(r'<net name="([^"]{1,64})"[^>]{0,200}? speed="(\d{1,9})"')
+_OLD_DIST = re.compile(r"CUDA Dev (\d{1,3})\[\d{1,6}\], \w{1,16} NIC distance :\s+(\w{1,8})")
+_RINGS_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
+_COMPLETION = re.compile(
+    r"(?:with error |status=)(?:[A-Z_]{1,40}\()?(\d{1,3})\)?"
+    r".{0,200}?vendor[ _]err(?:or)?[ =]?(\d{1,4})?"
 )
-_WATCHDOG_WORK = re.compile(
-    r"Rank (\d+)\] Exception \(either an error or timeout\) detected by watchdog at work: "
-    r"(\d+), last enqueued NCCL work: (-?\d+), last completed NCCL work: (-?\d+)"
+_COMPLETION_SIMPLE = re.compile(r"(?:with error |status=)(?:[A-Z_]{1,40}\()?(\d{1,3})")
+_MODIFY_QP = re.compile(
+    r"ibv_modify_qp failed with (?:error )?(\d{1,4} )?([A-Za-z][A-Za-z ]{2,60})"
 )
-_LAST_WARNING = re.compile(r"Last NCCL warning\(error\):\s*'([^']*)'")
-_FAILURE = re.compile(
-    r"nccl\w*(?:Error|Failure)|NCCL (?:error|failure)|NCCL communicator|ncclCommInit\w* failed",
-    re.IGNORECASE,
+_CUDA_FAILURE = re.compile(r"Cuda failure (?:(\d{1,4}) )?'([^']{1,200})'?")
+_TEST_FAILURE = re.compile(r"Test (NCCL|CUDA) failure [\w./]{1,64}:\d{1,6} '([^']{1,300})")
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(")
+_WD_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
+_WD_SEQ = re.compile(r"SeqNum=(\d{1,12})")
+_WD_OP = re.compile(r"OpType=(\w{1,40})")
+_WD_NUMEL = re.compile(r"NumelIn=(\d{1,15}), NumelOut=(\d{1,15})")
+_WD_TIMEOUT = re.compile(r"Timeout\(ms\)=(\d{1,12})\) ran for (\d{1,15}) milliseconds")
+_WD_WORK = re.compile(
+    r"(?:detected by watchdog at work|Timeout at NCCL work): (-?\d{1,12}), "
+    r"last enqueued NCCL work: (-?\d{1,12}), last completed NCCL work: (-?\d{1,12})"
 )
-#: A line that speaks of NCCL (a command line with 'nccl-tests' in a path does not).
-_NCCL_WORD = re.compile(r"\bNCCL\b|\bnccl[A-Z]\w+")
-_GRAPH_CHANNEL = re.compile(r"^\d+ : (?:NET|GPU|NVS|CPU)/")
-_SOCKET_FAMILY = re.compile(r"ncclSocketInit: connecting to address\s*(\S*)\s*with family (\d+)")
-#: INFO messages known and deliberately unused (they carry nothing doctor reasons about).
-_UNUSED = (
-    "Cuda Host Alloc",
-    "Cuda Alloc",
-    "cudaDriverVersion",
-    "threadThresholds",
-    "Setting affinity",
-    "P2P Chunksize",
-    "ncclTopoGetCpuAffinity",
-    "NVLS multicast support",
-    "PROFILER/Plugin",
-    "TUNER/Plugin",
-    "ENV/Plugin",
-    "GIN/Plugin",
-    "RAS client",
-    "Bootstrap timings",
-    "Init timings",
-    "Comm config",
-    "CC Off",
-    "CC On",
-    "[Proxy Service",
-    "Check P2P Type",
-    "Connected all trees",
-    "Using non-device net plugin",
-    "Assigned NET plugin",
-    "Assigned GIN plugin",
-    "Failed to initialize any GIN",
-    "Topology detection",
-    "KV Convert",
-    "Launch mode",
-    "Allocated",
-    "MNNVL",
-    "NVLS comm",
-    "Channel ",
-    "misc/",
-    "transport/",
-    "include/",
-    "init.cc",
-    "group.cc",
-    "bootstrap.cc",
-    "enqueue.cc",
-    "proxy.cc",
-    "=====",
-    "CPU/",
-    "NET/",
-    "NIC/",
-    "PCI",
-    "+ ",
-    "Pattern ",
-    "comm 0x",
-    "Dev ",
-    "Trees",
-    "DMA-BUF",
-    "Destroy",
-    "NCCL_",
-    "Loaded",
-    "Plugin",
-    "P2P plugin",
-    "Failed to",
-    "Could not",
-    "Initialized",
-    "AllReduce:",
-    "Broadcast:",
-    "AllGather:",
-    "ReduceScatter:",
-    "Reduce:",
-    "Send:",
-    "Recv:",
+_DUPLICATE = re.compile(
+    r"Duplicate GPU detected : rank (\d{1,6}) and rank (\d{1,6}) both on CUDA device (\w{1,16})"
+)
+_DEVICE_RANK = re.compile(
+    r"Rank\s{1,8}(\d{1,6})\s{1,8}(?:Group\s{1,8}\d{1,4}\s{1,8})?Pid\s{1,8}\d{1,10}\s{1,8}on\s{1,8}(\S{1,128})\s{1,8}device\s{1,8}\d{1,3}\s{1,8}"
+    r"\[[^\]]{1,32}\]\s{0,8}(.{1,80})$"
+)
+_TORCH_GPU = re.compile(r"\bGPU \d{1,3}: ((?:NVIDIA|Tesla|Quadro|GeForce) [^(\n]{2,60})")
+_SMI_GPU = re.compile(r"^\|\s{1,6}\d{1,3}\s{1,6}((?:NVIDIA|Tesla) [A-Za-z0-9\- ]{2,40}?)\s{2,}")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d{1,12})\s+(FAILED|OK)")
+_TABLE_HEADER = re.compile(r"#\s{1,20}size\s{1,20}count\s")
+_TABLE_ROW = re.compile(r"^\s{0,24}\d{1,14}\s{1,20}\d{1,14}\s{1,20}[a-z0-9_]{2,12}\s")
+_TOOL_PREFIX = re.compile(
+    r"^(?:\[\d{1,5},\d{1,5}\]<std(?:out|err)>:|\[default\d{1,5}\]:|\d{1,5}: |\[[\w.\-|]{1,64}\]: ?|"
+    r"\(\w{1,40} pid=\d{1,10}(?:, ip=[\d.]{1,40})?\) |(?:> ?){1,4})"
 )
 
 
@@ -168,103 +123,126 @@ class Connection:
     transport: str
     """P2P, SHM, NET, COLLNET, NVLS or what the line says."""
     detail: str
+    line: Line
     channel: int | None = None
-    direction: str | None = None
     net: str | None = None
     """NET plugin name (IB, IBext_v8, Socket, AWS Libfabric, ...) for NET connections."""
-    nic: int | None = None
     gdr: bool = False
-    host: str | None = None
-    line: int = 0
 
 
 @dataclass
 class Graph:
     """A `Pattern P, crossNic C, nChannels N, bw A/B, type X/Y` line of the topology search:
-    X is the path type between GPUs, Y the one between a GPU and its NIC (NCCL's PATH_* names:
-    LOC, NVL, NVB, PIX, PXB, PXN, PHB, SYS, NET)."""
+    X is the path type between GPUs, Y the one between a GPU and its NIC (NCCL's PATH_* names)."""
 
     pattern: int
-    cross_nic: int
     channels: int
-    bw_intra_GBps: float
-    bw_inter_GBps: float
     type_intra: str
     type_inter: str
-    host: str | None
-    line: int
+    line: Line
 
 
 @dataclass
 class Timeout:
     """A PyTorch watchdog timeout of one rank."""
 
-    rank: int
-    seq: int
-    op: str
+    rank: int | None
+    seq: int | None
+    op: str | None
     numel_in: int | None
-    numel_out: int | None
-    timeout_ms: int
-    ran_ms: int
-    line: int
-
-
-@dataclass
-class Record:
-    """One NCCL line (or line part) as read: where it came from and its message."""
-
-    line: int
-    host: str | None
-    pid: str | None
-    dev: str | None
-    level: str
-    message: str
+    timeout_ms: int | None
+    ran_ms: int | None
+    line: Line
 
 
 @dataclass
 class NcclLog:
-    """Everything read from one log, plus what could not be understood."""
+    """Everything read from one file, each fact with the line it came from."""
 
     source: str
     lines: int = 0
     records: int = 0
-    used: int = 0
+    """NCCL records (marker lines and marker segments)."""
+    matched: int = 0
+    """Lines any pattern used."""
+    examples: list[Line] = field(default_factory=list)
+    """A few NCCL lines no pattern used."""
     not_understood: int = 0
-    examples: list[tuple[int, str]] = field(default_factory=list)
-    foreign: int = 0
-    versions: dict[str, set[str]] = field(default_factory=dict)
-    """NCCL version -> hosts (or '?') that printed it."""
     hosts: set[str] = field(default_factory=set)
-    ranks: dict[int, dict[str, object]] = field(default_factory=dict)
+    versions: dict[str, list[Line]] = field(default_factory=dict)
+    env: dict[str, list[tuple[str, Line]]] = field(default_factory=dict)
+    env_cmd: dict[str, list[tuple[str, Line]]] = field(default_factory=dict)
+    """NCCL_* settings seen on command lines or exports (not echoed by NCCL)."""
+    networks: list[tuple[str, Line]] = field(default_factory=list)
+    plugins: list[tuple[str, Line]] = field(default_factory=list)
+    plugin_absent: list[Line] = field(default_factory=list)
+    ofi_errors: list[Line] = field(default_factory=list)
+    ib_devices: dict[str, tuple[IbDevice, Line]] = field(default_factory=dict)
+    ib_using: list[Line] = field(default_factory=list)
+    ib_by_line: list[tuple[dict[str, str], Line]] = field(default_factory=list)
+    """Each 'NET/IB : Using' line's NICs (name -> link layer): per host, for comparing."""
+    ib_missing: list[Line] = field(default_factory=list)
+    ib_open_failed: list[Line] = field(default_factory=list)
+    verbs_missing: list[Line] = field(default_factory=list)
+    verbs_provider_missing: list[Line] = field(default_factory=list)
+    socket_ifaces: dict[str, tuple[str, Line]] = field(default_factory=dict)
+    bootstrap_ifaces: dict[str, tuple[str, Line]] = field(default_factory=dict)
+    gdr_disabled: list[tuple[int | None, int | None, Line]] = field(default_factory=list)
+    """(distance, level, line): distance None when no reason was printed."""
+    gdr_enabled: list[Line] = field(default_factory=list)
+    dmabuf: list[Line] = field(default_factory=list)
+    ring_gdr: list[tuple[int, Line]] = field(default_factory=list)
+    connections: list[Connection] = field(default_factory=list)
+    coll_channels: list[tuple[int, Line]] = field(default_factory=list)
+    ring_channels: int | None = None
+    graphs: list[Graph] = field(default_factory=list)
+    gpu_net_paths: list[tuple[str, int, str, Line]] = field(default_factory=list)
+    nic_speed_GBps: dict[str, float] = field(default_factory=dict)
+    nic_distances: list[tuple[int, str, Line]] = field(default_factory=list)
     nranks: set[int] = field(default_factory=set)
     nnodes: int | None = None
-    networks: Counter[str] = field(default_factory=Counter)
-    plugins: list[str] = field(default_factory=list)
-    ib_devices: dict[str, IbDevice] = field(default_factory=dict)
-    socket_ifaces: dict[str, str] = field(default_factory=dict)
-    bootstrap_ifaces: dict[str, str] = field(default_factory=dict)
-    ib_missing: int = 0
-    ib_open_failed: set[str] = field(default_factory=set)
-    verbs_missing: int = 0
-    env: dict[str, set[str]] = field(default_factory=dict)
-    gdr_disabled: list[tuple[int, str]] = field(default_factory=list)
-    gdr_enabled: int = 0
-    ring_gdr: list[int] = field(default_factory=list)
-    connections: list[Connection] = field(default_factory=list)
-    ring_channels: int | None = None
-    coll_channels: set[int] = field(default_factory=set)
-    rings: dict[int, list[int]] = field(default_factory=dict)
-    trees: int = 0
-    graphs: list[Graph] = field(default_factory=list)
-    gpu_net_paths: list[tuple[str, int, str, int]] = field(default_factory=list)
-    """(GPU bus id, NET index, path type, line) from the GRAPH topology dump."""
-    nic_speed_GBps: dict[int, float] = field(default_factory=dict)
-    nic_distances: list[tuple[int, str, int]] = field(default_factory=list)
-    warnings: list[tuple[int, str]] = field(default_factory=list)
-    errors: list[tuple[int, str]] = field(default_factory=list)
+    ranks: dict[int, dict[str, object]] = field(default_factory=dict)
+    warnings: list[Line] = field(default_factory=list)
+    """Every WARN/ERROR record."""
+    completions: list[tuple[int, int | None, Line]] = field(default_factory=list)
+    """(IB work-completion status, vendor error, line)."""
+    async_events: list[tuple[str, Line]] = field(default_factory=list)
+    modify_qp: list[tuple[str, Line]] = field(default_factory=list)
+    """(errno name, line) of failed QP state transitions."""
+    verbs_nomem: list[Line] = field(default_factory=list)
+    hca_mix: list[Line] = field(default_factory=list)
+    access_violation: list[Line] = field(default_factory=list)
+    cuda_failures: list[tuple[int | None, str, str, Line]] = field(default_factory=list)
+    """(CUDA error number, message, NCCL source file or '', line)."""
+    cuda_unhandled: list[Line] = field(default_factory=list)
+    p2p_errors: list[Line] = field(default_factory=list)
+    p2p_nvlink_disabled: list[Line] = field(default_factory=list)
+    p2p_info_disabled: list[Line] = field(default_factory=list)
+    shm_space: list[Line] = field(default_factory=list)
+    shm_other: list[Line] = field(default_factory=list)
+    iface_errors: list[tuple[str, Line]] = field(default_factory=list)
+    """('none'|'family'|'create'|'subnet', line)."""
+    socket_errors: list[tuple[str, Line]] = field(default_factory=list)
+    """('refused'|'timeout'|'noroute'|'abort'|'closed'|'wrongtype', line)."""
+    store_errors: list[Line] = field(default_factory=list)
+    system_errors: list[Line] = field(default_factory=list)
+    remote_errors: list[Line] = field(default_factory=list)
+    internal_errors: list[Line] = field(default_factory=list)
+    duplicate_gpu: list[Line] = field(default_factory=list)
+    size_mismatch: list[Line] = field(default_factory=list)
+    driver_old: list[Line] = field(default_factory=list)
+    fabric_not_ready: list[Line] = field(default_factory=list)
+    nvls_errors: list[Line] = field(default_factory=list)
     timeouts: list[Timeout] = field(default_factory=list)
-    watchdog_work: list[tuple[int, int, int, int, int]] = field(default_factory=list)
+    watchdog_work: list[tuple[int | None, int, int, int, Line]] = field(default_factory=list)
     """(rank, failing work, last enqueued, last completed, line)."""
+    watchdog_other: list[Line] = field(default_factory=list)
+    desync: list[Line] = field(default_factory=list)
+    test_failures: list[tuple[str, Line]] = field(default_factory=list)
+    wrong_results: list[Line] = field(default_factory=list)
+    device_names: list[tuple[str, Line]] = field(default_factory=list)
+    table_header: list[Line] = field(default_factory=list)
+    table_rows: int = 0
 
     # --- what the evidence says --------------------------------------------------------------
 
@@ -274,22 +252,26 @@ class NcclLog:
 
     @property
     def single_node(self) -> bool:
-        """The log shows one node only (NCCL's nNodes, or every host prefix the same with no
-        NET connection)."""
         if self.nnodes is not None:
             return self.nnodes == 1
         return len(self.hosts) == 1 and bool(self.connections) and not self.net_connections
 
     @property
+    def multi_node(self) -> bool:
+        """The log shows more than one node (nNodes, NET connections, or several hosts)."""
+        if self.nnodes is not None:
+            return self.nnodes > 1
+        return bool(self.net_connections) or len(self.hosts) > 1
+
+    @property
     def net_transport(self) -> str | None:
-        """The inter-node transport: 'IB', 'RoCE', 'Socket', 'EFA' or a plugin's name; None on
-        one node (a NET plugin is initialised there but carries nothing) or when unseen."""
-        nets = Counter(c.net for c in self.net_connections if c.net)
-        name = nets.most_common(1)[0][0] if nets else None
+        """'IB', 'RoCE', 'Socket', 'EFA' or a plugin's name; None when unseen or on one node."""
+        names = Counter(c.net for c in self.net_connections if c.net)
+        name = names.most_common(1)[0][0] if names else None
         if name is None and self.single_node:
             return None
         if name is None and self.networks:
-            name = self.networks.most_common(1)[0][0]
+            name = Counter(n for n, _ in self.networks).most_common(1)[0][0]
         if name is None:
             if self.socket_ifaces and not self.ib_devices:
                 return "Socket"
@@ -303,21 +285,19 @@ class NcclLog:
         if "libfabric" in low or "ofi" in low or "efa" in low:
             return "EFA"
         if low.startswith("ib"):
-            links = {d.link for d in self.ib_devices.values()}
+            links = {d.link for d, _ in self.ib_devices.values()}
             return "RoCE" if links == {"RoCE"} else "IB"
         return name
 
     @property
     def gdr(self) -> bool | None:
-        """Whether inter-node traffic reads/writes GPU memory directly (GPUDirect RDMA): True
-        all of it, False none or part of it, None when the log cannot tell."""
         net = [c for c in self.net_connections if c.net and "socket" not in c.net.lower()]
         if net:
             return all(c.gdr for c in net)
         if self.gdr_disabled:
             return False
         if self.ring_gdr:
-            return all(g == 1 for g in self.ring_gdr)
+            return all(g == 1 for g, _ in self.ring_gdr)
         if self.gdr_enabled:
             return True
         return None
@@ -329,6 +309,16 @@ class NcclLog:
     @property
     def world_size(self) -> int | None:
         return max(self.nranks) if self.nranks else None
+
+    def env_values(self, name: str) -> set[str]:
+        """Values NCCL echoed for `name`, else those set on a command line or export."""
+        echoed = {v for v, _ in self.env.get(name, [])}
+        return echoed or {v for v, _ in self.env_cmd.get(name, [])}
+
+    def env_lines(self, name: str) -> list[Line]:
+        return [ln for _, ln in self.env.get(name, [])] or [
+            ln for _, ln in self.env_cmd.get(name, [])
+        ]
 
     def describe_transport(self) -> str:
         """One phrase: what carries the traffic, in and between nodes."""
@@ -349,252 +339,813 @@ class NcclLog:
         return "; ".join(parts) if parts else "not visible in this log"
 
 
-def _split(line: str) -> list[tuple[re.Match[str] | None, str]]:
-    """The NCCL records in one physical line: (marker match, message) for each marker; a line
-    without one comes back whole with no match."""
-    marks = list(_MARK.finditer(line))
-    if not marks:
-        return [(None, line)]
-    out: list[tuple[re.Match[str] | None, str]] = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(line)
-        out.append((m, line[m.end() : end].rstrip()))
-    return out
+@dataclass
+class _Seg:
+    """One NCCL record (or a line without a marker): its text and where it came from."""
+
+    text: str
+    line: Line
+    level: str | None
+    src: str | None
 
 
-def _connection(text: str, host: str | None, number: int) -> Connection | None:
-    m = _CONN.search(text)
-    if m is None:
-        return None
-    via = m["via"]
-    parts = via.split("/")
-    transport = parts[0].strip().upper()
-    net = nic = None
-    if transport == "NET" and len(parts) > 1:
-        net = parts[1]
-        if len(parts) > 2 and parts[2].strip().isdigit():
-            nic = int(parts[2])
-    return Connection(
-        src=int(m["src"]),
-        dst=int(m["dst"]),
-        transport=transport,
-        detail="/".join(parts[1:]),
-        channel=int(m["ch"]) if m["ch"] else None,
-        direction=m["dir"],
-        net=net,
-        nic=nic,
-        gdr="GDRDMA" in via,
-        host=host,
-        line=number,
-    )
+Handler = Callable[["_Parser", "re.Match[str] | None", _Seg], None]
 
 
-def _ifaces(text: str) -> dict[str, str]:
-    return {name: addr for name, addr in _IFACE.findall(text)}
+@dataclass(frozen=True)
+class Pattern:
+    """One parser rule: run `handler` when `key` is in the text (and `regex` matches)."""
+
+    key: str
+    handler: Handler
+    regex: re.Pattern[str] | None = None
+    marked_only: bool = False
+    """Only in NCCL records (after an `NCCL INFO/WARN` marker)."""
 
 
 class _Parser:
     def __init__(self, source: str) -> None:
         self.log = NcclLog(source=source)
 
+    # --- driving ------------------------------------------------------------------------------
+
     def feed(self, number: int, raw: str) -> None:
         log = self.log
         log.lines += 1
-        line = raw.rstrip("\r\n")
-        if not line.strip():
+        text = raw.rstrip("\r\n")
+        if not text.strip():
             return
-        for mark, message in _split(line):
-            if mark is None:
-                if not self._bare(number, message):
-                    if _NCCL_WORD.search(message) and not message.lstrip().startswith("#"):
-                        self._unknown(number, message)
-                    else:
-                        log.foreign += 1
-                continue
-            log.records += 1
-            rec = Record(number, mark["host"], mark["pid"], mark["dev"], mark["level"], message)
-            if rec.host:
-                log.hosts.add(rec.host)
-            if self._message(rec) or message.startswith(_UNUSED) or not message:
-                log.used += 1
-            else:
-                self._unknown(number, message)
-
-    def _unknown(self, number: int, text: str) -> None:
-        self.log.not_understood += 1
-        if len(self.log.examples) < 5:
-            self.log.examples.append((number, text.strip()[:160]))
-
-    def _version(self, text: str, host: str | None) -> bool:
-        m = _VERSION.search(text)
-        if m is None:
-            return False
-        self.log.versions.setdefault(m.group(1), set()).add(host or "?")
-        return True
-
-    def _bare(self, number: int, text: str) -> bool:
-        """Patterns that appear without an NCCL marker."""
-        log = self.log
+        segments = self._split(number, text)
         used = False
-        if (m := _WATCHDOG.search(text)) is not None:
-            log.timeouts.append(
-                Timeout(
-                    rank=int(m["rank"]),
-                    seq=int(m["seq"]),
-                    op=m["op"],
-                    numel_in=int(m["nin"]) if m["nin"] else None,
-                    numel_out=int(m["nout"]) if m["nout"] else None,
-                    timeout_ms=int(m["timeout"]),
-                    ran_ms=int(m["ran"]),
-                    line=number,
-                )
-            )
-            used = True
-        if (m := _WATCHDOG_WORK.search(text)) is not None:
-            log.watchdog_work.append((int(m[1]), int(m[2]), int(m[3]), int(m[4]), number))
-            used = True
-        if (m := _LAST_WARNING.search(text)) is not None:
-            log.warnings.append((number, m.group(1)))
-            used = True
-        if (m := _SOCKET_FAMILY.search(text)) is not None:
-            log.errors.append((number, m.group(0)))
-            used = True
-        if self._version(text, None):
-            used = True
-        if (c := _connection(text, None, number)) is not None:
-            log.connections.append(c)
-            used = True
-        if not used and _FAILURE.search(text):
-            log.errors.append((number, text.strip()[:200]))
-            used = True
-        return used
+        for seg in segments:
+            if seg.level is not None:
+                log.records += 1
+                if seg.line.host:
+                    log.hosts.add(seg.line.host)
+                if seg.level in ("WARN", "ERROR", "ABORT"):
+                    log.warnings.append(seg.line)
+                    used = True
+            hit = False
+            for pat in PATTERNS:
+                if pat.key not in seg.text or (pat.marked_only and seg.level is None):
+                    continue
+                m = None
+                if pat.regex is not None:
+                    m = pat.regex.search(seg.text)
+                    if m is None:
+                        continue
+                pat.handler(self, m, seg)
+                hit = True
+            if hit:
+                used = True
+            elif (
+                seg.level is not None
+                and seg.level != "TRACE"
+                and seg.text.strip()
+                and not _ignorable(seg.text)
+            ):
+                log.not_understood += 1
+                if len(log.examples) < 5:
+                    log.examples.append(seg.line)
+        if used:
+            log.matched += 1
 
-    def _message(self, rec: Record) -> bool:
-        log, text, host = self.log, rec.message.strip(), rec.host
-        if rec.level in ("WARN", "ERROR", "ABORT"):
-            log.warnings.append((rec.line, text))
-            if (m := re.search(r"Unable to open device (\S+)", text)) is not None:
-                log.ib_open_failed.add(m.group(1))
-            if _SOCKET_FAMILY.search(text) or "no socket interface found" in text:
-                log.errors.append((rec.line, text))
-            if "libibverbs" in text:
-                log.verbs_missing += 1
-            return True
-        if self._version(text, host):
-            return True
-        if (m := _ENV.match(text)) is not None:
-            log.env.setdefault(m.group(1), set()).add(m.group(2).strip())
-            return True
-        if (m := re.match(r"Bootstrap ?: (?:Using )?(.*)$", text)) is not None:
-            log.bootstrap_ifaces.update(_ifaces(m.group(1)))
-            if "no socket interface" in text:
-                log.errors.append((rec.line, text))
-            return True
-        if (m := re.match(r"NET/Socket ?: Using (.*)$", text)) is not None:
-            log.socket_ifaces.update(_ifaces(m.group(1)))
-            return True
-        if re.match(r"NET/IB ?: No device found", text):
-            log.ib_missing += 1
-            return True
-        if (m := re.match(r"NET/IB ?: Using (.*)$", text)) is not None:
-            for idx, name, port, link, sharp in _IB_DEV.findall(m.group(1)):
-                log.ib_devices[name] = IbDevice(int(idx), name, int(port), link, bool(sharp))
-            return True
-        if "libibverbs" in text or "libmlx5" in text:
-            log.verbs_missing += 1
-            return True
-        if (m := re.match(r"Using network (.+?)\s*$", text)) is not None:
-            log.networks[m.group(1)] += 1
-            return True
-        if m := re.match(r"(?:P2P plugin|Plugin Path :|NET/Plugin: Loaded net plugin) (.+)$", text):
-            if m.group(1) not in log.plugins:
-                log.plugins.append(m.group(1))
-            return True
-        if (m := re.match(r"NET/OFI (.+)$", text)) is not None:
-            if "aws-ofi-nccl" not in log.plugins:
-                log.plugins.append("aws-ofi-nccl")
-            return True
-        if (m := _GDR.search(text)) is not None:
-            if m.group(1) == "Disabled":
-                log.gdr_disabled.append((rec.line, text))
-            else:
-                log.gdr_enabled += 1
-            return True
-        if (m := _RINGS_GDR.search(text)) is not None:
-            if m.group(2) is not None:
-                log.ring_gdr.append(int(m.group(2)))
-            return True
-        if (c := _connection(text, host, rec.line)) is not None:
-            log.connections.append(c)
-            return True
-        if (m := _RING.match(text)) is not None:
-            log.ring_channels = max(log.ring_channels or 0, int(m.group(2)))
-            log.rings[int(m.group(1))] = [int(x) for x in m.group(3).split()]
-            return True
-        if (m := _CHANNELS.search(text)) is not None:
-            log.coll_channels.add(int(m.group(1)))
-            return True
-        if text.startswith("Trees"):
-            log.trees += 1
-            return True
-        if (m := _NODES.search(text)) is not None:
-            log.nranks.add(int(m.group(2)))
-            log.nnodes = int(m.group(3))
-            return True
-        if (m := _COMM.search(text)) is not None:
-            rank, nranks = int(m.group(2)), int(m.group(3))
-            log.nranks.add(nranks)
-            info = log.ranks.setdefault(rank, {})
-            info.update({"host": host, "pid": rec.pid})
-            if m.group(4) is not None:
-                info["cuda_dev"] = int(m.group(4))
-            if m.group(6) is not None:
-                info["bus_id"] = m.group(6)
-            return True
-        if (m := _PATTERN.search(text)) is not None:
-            log.graphs.append(
-                Graph(
-                    pattern=int(m.group(1)),
-                    cross_nic=int(m.group(2)),
-                    channels=int(m.group(3)),
-                    bw_intra_GBps=float(m.group(4)),
-                    bw_inter_GBps=float(m.group(5)),
-                    type_intra=m.group(6),
-                    type_inter=m.group(7),
-                    host=host,
-                    line=rec.line,
-                )
-            )
-            return True
-        if (m := _GPU_PATHS.match(text)) is not None:
-            for net, _hops, _bw, kind in _PATH_NET.findall(m.group(2)):
-                log.gpu_net_paths.append((m.group(1), int(net), kind, rec.line))
-            return True
-        if _GRAPH_CHANNEL.match(text):
-            return True
-        if (m := _NIC_SPEED.search(text)) is not None:
-            log.nic_speed_GBps[int(m.group(2))] = float(m.group(1))
-            return True
-        if (m := _OLD_DIST.search(text)) is not None:
-            log.nic_distances.append((int(m.group(1)), m.group(3), rec.line))
-            return True
-        return False
+    def _split(self, number: int, text: str) -> list[_Seg]:
+        """The NCCL records in one physical line (found by their markers, scanning forward
+        with str.find so a long line costs one pass), or the whole line when it has none."""
+        log = self.log
+        marks: list[tuple[int, int, str]] = []  # (marker start, message start, level)
+        start = 0
+        while True:
+            i = text.find("NCCL ", start)
+            if i < 0:
+                break
+            for level in _LEVELS:
+                if text.startswith(level, i + 5):
+                    end = i + 5 + len(level)
+                    if end == len(text) or not text[end].isalnum():
+                        marks.append((i, end, level))
+                    break
+            start = i + 5
+        if not marks:
+            return [_Seg(text, Line(log.source, number, text), None, None)]
+        segs: list[_Seg] = []
+        head0 = text[: marks[0][0]]
+        m0 = _PREFIX_TAIL.search(head0[-400:])
+        before = head0[: len(head0) - (len(m0.group(0)) if m0 else 0)]
+        if before.strip():
+            # what precedes the first marker is a record of its own: a quoted message with
+            # "... from NCCL INFO" after it, or one rank's line cut by another rank's record
+            segs.append(_Seg(before.strip(), Line(log.source, number, text), None, None))
+        for k, (i, end, level) in enumerate(marks):
+            stop = marks[k + 1][0] if k + 1 < len(marks) else len(text)
+            head = text[max(0, i - 400) : i]
+            m = _PREFIX_TAIL.search(head)
+            host = m.group("host") if m else None
+            src = m.group("src") if m else None
+            message = text[end:stop].strip()
+            segs.append(_Seg(message, Line(log.source, number, text, host), level, src))
+        return segs
+
+
+def _ignorable(text: str) -> bool:
+    """INFO messages known and deliberately unused."""
+    t = text.strip()
+    return t.startswith(_UNUSED) or bool(re.match(r"^[\w/.]+\.(?:cc|h|cu):\d+ -> \d+", t))
+
+
+_UNUSED = (
+    "Cuda Host Alloc",
+    "Cuda Alloc",
+    "Mem Alloc",
+    "Ib Alloc",
+    "malloc Size",
+    "cudaDriverVersion",
+    "threadThresholds",
+    "Setting affinity",
+    "P2P Chunksize",
+    "NVLS multicast support",
+    "PROFILER/Plugin",
+    "TUNER/Plugin",
+    "ENV/Plugin",
+    "RAS ",
+    "Bootstrap timings",
+    "Init timings",
+    "Comm config",
+    "CC Off",
+    "CC On",
+    "[Proxy Service",
+    "Check P2P Type",
+    "Connected all",
+    "Using non-device net plugin",
+    "Assigned NET plugin",
+    "Assigned GIN plugin",
+    "Initialized NET plugin",
+    "Topology detection",
+    "KV Convert",
+    "Launch mode",
+    "Allocated",
+    "MNNVL",
+    "NVLS comm",
+    "Trees",
+    "comm 0x",
+    "ncclCommInitRank",
+    "ncclCommInitRankConfig",
+    "init.cc",
+    "group.cc",
+    "proxy.cc",
+    "transport",
+    "misc/",
+    "include/",
+    "bootstrap.cc",
+    "enqueue.cc",
+    "=====",
+    "CPU/",
+    "NET/",
+    "NIC/",
+    "PCI",
+    "+ ",
+    "Dev ",
+    "Destroy",
+    "AllReduce",
+    "Broadcast",
+    "AllGather",
+    "ReduceScatter",
+    "Reduce:",
+    "Send:",
+    "Recv:",
+    "New proxy",
+    "Connection to proxy",
+    "resp.opId",
+    "proxyProgress",
+    "Received and initiated",
+    "ncclPollProxyResponse",
+    "Using ",
+    "UDS",
+    "Channel ",
+    "rank ",
+    "Rank ",
+    "Could not find real path",
+    "Pattern ",
+    " : NET/",
+    "Plugin ",
+    "P2P plugin",
+    "Tuning",
+    "Tuner",
+    "Abort",
+    "DMA-BUF",
+    "Created ",
+    "Attribute",
+    "cudaDev",
+    "nvmlDev",
+    "[Service thread]",
+    "Socket progress",
+    "NCCL_",
+)
+
+
+# --- handlers -----------------------------------------------------------------------------------
+
+
+def _h_version(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.versions.setdefault(m.group(1), []).append(s.line)
+
+
+def _h_env(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    for name, value in _ENV_ECHO.findall(s.text):
+        p.log.env.setdefault(name, []).append((value.rstrip(".,"), s.line))
+
+
+def _h_env_cmd(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """NCCL_X=V where a shell would put it in the environment: after `export`, `-x`, `-e`,
+    `--env`, `env`, or in the run of assignments that starts a command (a trailing
+    `cmd ... NCCL_X=1` is an argument, not the environment: NVIDIA/nccl-tests#117)."""
+    if s.level is not None or " set " in s.text:
+        return
+    tokens = s.text.replace('"', " ").replace("'", " ").split()
+    leading = True
+    for i, tok in enumerate(tokens):
+        prev = tokens[i - 1] if i else ""
+        assign = (
+            "=" in tok and tok.split("=", 1)[0].replace("_", "").isalnum() and tok[:1].isalpha()
+        )
+        if (
+            tok.startswith("NCCL_")
+            and assign
+            and (leading or prev in ("export", "-x", "-e", "--env", "env"))
+        ):
+            name, value = tok.split("=", 1)
+            if value:
+                p.log.env_cmd.setdefault(name, []).append((value.rstrip(".,;"), s.line))
+            continue
+        if tok.endswith(("$", "#")) or tok in ("export", "env"):
+            leading = True  # a shell prompt or `export`: what follows may be assignments
+        elif not assign:
+            leading = False
+
+
+def _h_network(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.networks.append((m.group(1).strip(), s.line))
+
+
+def _h_ib_using(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    found = _IB_DEV.findall(s.text)
+    if not found:
+        return
+    p.log.ib_using.append(s.line)
+    p.log.ib_by_line.append(({name: link for _, name, _, link, _ in found}, s.line))
+    for idx, name, port, link, sharp in found:
+        p.log.ib_devices[name] = (IbDevice(int(idx), name, int(port), link, bool(sharp)), s.line)
+
+
+def _h_ib_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.ib_missing.append(s.line)
+
+
+def _h_socket_using(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    for name, addr in _IFACE.findall(m.group(1)):
+        p.log.socket_ifaces[name] = (addr, s.line)
+
+
+def _h_bootstrap(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    for name, addr in _IFACE.findall(m.group(1)):
+        p.log.bootstrap_ifaces[name] = (addr, s.line)
+
+
+def _h_plugin(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.plugins.append((m.group(1).strip(), s.line))
+
+
+def _h_plugin_absent(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.plugin_absent.append(s.line)
+
+
+def _h_ofi_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.ofi_errors.append(s.line)
+
+
+def _h_verbs_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.verbs_missing.append(s.line)
+
+
+def _h_verbs_provider(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.verbs_provider_missing.append(s.line)
+
+
+def _h_ib_open(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.ib_open_failed.append(s.line)
+
+
+def _h_gdr(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    if m.group(1) == "Disabled":
+        dist = int(m.group(5)) if m.group(5) else None
+        level = int(m.group(6)) if m.group(6) else None
+        p.log.gdr_disabled.append((dist, level, s.line))
+    else:
+        p.log.gdr_enabled.append(s.line)
+
+
+def _h_gdr_peermem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if "enable" in s.text:
+        p.log.gdr_enabled.append(s.line)
+
+
+def _h_dmabuf(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.dmabuf.append(s.line)
+
+
+def _h_ring_gdr(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.ring_gdr.append((int(m.group(2)), s.line))
+
+
+def _h_connection(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    via = m["via"]
+    parts = via.split("/")
+    transport = parts[0].strip().upper()
+    if transport == "DIRECT":
+        transport = "SHM" if "shared memory" in via else "P2P"
+    net = None
+    if transport == "NET" and len(parts) > 1:
+        net = parts[1]
+    p.log.connections.append(
+        Connection(
+            src=int(m["src"]),
+            dst=int(m["dst"]),
+            transport=transport,
+            detail="/".join(parts[1:]),
+            line=s.line,
+            channel=int(m["ch"]) if m["ch"] else None,
+            net=net,
+            gdr="GDRDMA" in via,
+        )
+    )
+
+
+def _h_channels(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.coll_channels.append((int(m.group(1)), s.line))
+
+
+def _h_ring(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.ring_channels = max(p.log.ring_channels or 0, int(m.group(2)))
+
+
+def _h_comm(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    rank, nranks = int(m.group(1)), int(m.group(2))
+    if 0 < nranks <= 1_000_000 and 0 <= rank < nranks:
+        p.log.nranks.add(nranks)
+        info = p.log.ranks.setdefault(rank, {})
+        info["host"] = s.line.host
+        if m.group(4):
+            info["bus_id"] = m.group(4)
+
+
+def _h_nodes(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    nranks, nnodes = int(m.group(1)), int(m.group(2))
+    if 0 < nnodes <= nranks <= 1_000_000:
+        p.log.nranks.add(nranks)
+        p.log.nnodes = max(p.log.nnodes or 0, nnodes)
+
+
+def _h_pattern(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.graphs.append(Graph(int(m.group(1)), int(m.group(3)), m.group(6), m.group(7), s.line))
+
+
+def _h_gpu_paths(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    for net, _hops, _bw, kind in _PATH_NET.findall(m.group(2)):
+        p.log.gpu_net_paths.append((m.group(1), int(net), kind, s.line))
+
+
+def _h_nic_speed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    speed = float(m.group(1))
+    if 0 < speed < 10_000:
+        p.log.nic_speed_GBps[f"NET/{m.group(2)}"] = speed
+
+
+def _h_xml_speed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    mbps = int(m.group(2))
+    if 0 < mbps < 100_000_000:
+        p.log.nic_speed_GBps[m.group(1)] = mbps / 8000.0
+
+
+def _h_old_dist(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.nic_distances.append((int(m.group(1)), m.group(2), s.line))
+
+
+def _h_completion(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    m2 = _COMPLETION.search(s.text) or _COMPLETION_SIMPLE.search(s.text)
+    if m2 is None:
+        return
+    vendor = int(m2.group(2)) if m2.lastindex and m2.lastindex >= 2 and m2.group(2) else None
+    p.log.completions.append((int(m2.group(1)), vendor, s.line))
+
+
+def _h_ofi_completion(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.completions.append((-1, None, s.line))
+
+
+def _h_async(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    text = s.text
+    for key in ("async event", "async fatal event", "async error event"):
+        i = text.find(key)
+        if i >= 0:
+            tail = text[i + len(key) :].lstrip(" :")
+            p.log.async_events.append((tail[:120], s.line))
+            return
+
+
+def _h_gid_change(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if not any(ln is s.line for _, ln in p.log.async_events):
+        p.log.async_events.append(("GID table change", s.line))
+
+
+def _h_modify_qp(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    words = m.group(2).strip().lower()
+    num = (m.group(1) or "").strip()
+    if num == "110" or "timed out" in words:
+        kind = "ETIMEDOUT"
+    elif num == "22" or "invalid argument" in words:
+        kind = "EINVAL"
+    elif num == "101" or "unreachable" in words:
+        kind = "ENETUNREACH"
+    elif num == "19" or "no such device" in words:
+        kind = "ENODEV"
+    else:
+        kind = words[:40]
+    p.log.modify_qp.append((kind, s.line))
+
+
+def _h_verbs_nomem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if "ibv_" in s.text or "reg_mr" in s.text or "create_cq" in s.text:
+        p.log.verbs_nomem.append(s.line)
+
+
+def _h_create_cq(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.verbs_nomem:
+        p.log.verbs_nomem.append(s.line)
+
+
+def _h_hca_mix(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.hca_mix.append(s.line)
+
+
+def _h_access_violation(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.access_violation.append(s.line)
+
+
+def _h_cuda_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    code = int(m.group(1)) if m.group(1) else None
+    src = (s.src or "").split(":")[0]
+    if not src:
+        fm = re.search(r"([\w/]{1,80}\.(?:cc|cu|h)):\d{1,6}", s.line.text)
+        src = fm.group(1) if fm else ""
+    p.log.cuda_failures.append((code, m.group(2), src, s.line))
+
+
+def _h_test_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.test_failures.append((m.group(2), s.line))
+    if m.group(1) == "CUDA":
+        p.log.cuda_failures.append((None, m.group(2), "nccl-tests", s.line))
+
+
+def _h_cuda_unhandled(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.cuda_unhandled.append(s.line)
+
+
+def _h_p2p_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.p2p_errors.append(s.line)
+
+
+def _h_p2p_nvlink(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.p2p_nvlink_disabled.append(s.line)
+
+
+def _h_p2p_info(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if "NVLINK" not in s.text:
+        p.log.p2p_info_disabled.append(s.line)
+
+
+def _h_shm_space(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.shm_space:
+        p.log.shm_space.append(s.line)
+
+
+def _h_shm_create(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    text = s.text
+    if "attaching" in text:
+        p.log.shm_other.append(s.line)
+    elif s.line not in p.log.shm_space:
+        p.log.shm_space.append(s.line)
+
+
+def _h_iface(kind: str) -> Handler:
+    def handler(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+        p.log.iface_errors.append((kind, s.line))
+
+    return handler
+
+
+def _h_socket(kind: str) -> Handler:
+    def handler(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+        if not any(ln is s.line and k == kind for k, ln in p.log.socket_errors):
+            p.log.socket_errors.append((kind, s.line))
+
+    return handler
+
+
+def _h_store(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.store_errors.append(s.line)
+
+
+def _h_system_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.system_errors.append(s.line)
+
+
+def _h_remote(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.remote_errors:
+        p.log.remote_errors.append(s.line)
+
+
+def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.internal_errors.append(s.line)
+
+
+def _h_size_mismatch(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.size_mismatch.append(s.line)
+
+
+def _h_duplicate(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.duplicate_gpu.append(s.line)
+
+
+def _h_driver(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.driver_old:
+        p.log.driver_old.append(s.line)
+
+
+def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.fabric_not_ready:
+        p.log.fabric_not_ready.append(s.line)
+
+
+def _h_nvls(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.nvls_errors.append(s.line)
+
+
+def _h_watchdog(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    text = s.text
+    i = text.find("Watchdog caught")
+    before, after = text[: i + 1], text[i:]
+    ranks = _WD_RANK.findall(before)
+    seq = _WD_SEQ.search(after)
+    op = _WD_OP.search(after)
+    numel = _WD_NUMEL.search(after)
+    tout = _WD_TIMEOUT.search(after)
+    p.log.timeouts.append(
+        Timeout(
+            rank=int(ranks[-1]) if ranks else None,
+            seq=int(seq.group(1)) if seq else None,
+            op=op.group(1) if op else None,
+            numel_in=int(numel.group(1)) if numel else None,
+            timeout_ms=int(tout.group(1)) if tout else None,
+            ran_ms=int(tout.group(2)) if tout else None,
+            line=s.line,
+        )
+    )
+
+
+def _h_watchdog_work(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    ranks = _WD_RANK.findall(s.text[: m.start() + 1])
+    p.log.watchdog_work.append(
+        (
+            int(ranks[-1]) if ranks else None,
+            int(m.group(1)),
+            int(m.group(2)),
+            int(m.group(3)),
+            s.line,
+        )
+    )
+
+
+def _h_watchdog_other(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.watchdog_other:
+        p.log.watchdog_other.append(s.line)
+
+
+def _h_desync(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.desync.append(s.line)
+
+
+def _h_oob(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    if m.group(2) == "FAILED" or int(m.group(1)) > 0:
+        p.log.wrong_results.append(s.line)
+
+
+def _h_device_rank(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.hosts.add(m.group(2))
+    p.log.device_names.append((m.group(3).strip(), s.line))
+
+
+def _h_gpu_name(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.device_names.append((m.group(1).strip(), s.line))
+
+
+def _h_table_header(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.table_header.append(s.line)
+
+
+def _c(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+#: The parser's rule table, in the order handlers run (all matching handlers run).
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern("NCCL version", _h_version, _VERSION),
+    Pattern(
+        " to ", _h_env, _c(r"NCCL_[A-Z0-9_]{2,64} set (?:by environment )?to "), marked_only=True
+    ),
+    Pattern("NCCL_", _h_env_cmd),
+    Pattern("Using network", _h_network, _c(r"Using (?:internal )?[Nn]etwork ([\w .\-]{1,40})")),
+    Pattern("/IB", _h_ib_using, _c(r"NET/IB ?: ?Using")),
+    Pattern("No device found", _h_ib_missing, _c(r"NET/IB ?: ?No device found")),
+    Pattern("returned 0 devices", _h_ib_missing),
+    Pattern("NET/Socket", _h_socket_using, _c(r"NET/Socket ?: ?Using (.{1,4000})$")),
+    Pattern("NET/FastSocket", _h_socket_using, _c(r"NET/FastSocket ?: ?Using (.{1,4000})$")),
+    Pattern("Using interface", _h_socket_using, _c(r"NET : Using interface (.{1,200})$")),
+    Pattern("Bootstrap", _h_bootstrap, _c(r"Bootstrap ?: ?(?:Using )?(.{1,4000})$")),
+    Pattern("Loaded net plugin", _h_plugin, _c(r"Loaded net plugin (.{1,120})$")),
+    Pattern("Plugin Path", _h_plugin, _c(r"Plugin Path : (\S{1,400})")),
+    Pattern("P2P plugin", _h_plugin, _c(r"P2P plugin (\S{1,64})")),
+    Pattern(
+        "NET/OFI",
+        _h_plugin,
+        _c(
+            r"NET/OFI (Initializing aws-ofi-nccl \S{1,40}|Using aws-ofi-nccl \S{1,40}"
+            r"|Selected [Pp]rovider is \S{1,40})"
+        ),
+    ),
+    Pattern(
+        "libnccl-net.so",
+        _h_plugin_absent,
+        _c(
+            r"(?:No plugin found|Could not find:? libnccl-net|cannot open shared object"
+            r"|Unable to load libnccl-net)"
+        ),
+    ),
+    Pattern("optimal provider", _h_ofi_error),
+    Pattern("fi_getinfo", _h_ofi_error, _c(r"fi_getinfo\(?\)?(?: call)? failed|output empty list")),
+    Pattern("eligible providers", _h_ofi_error),
+    Pattern("open a fabric provider", _h_ofi_error),
+    Pattern("requires at least libfabric", _h_ofi_error),
+    Pattern("libibverbs", _h_verbs_missing, _c(r"Failed to open libibverbs")),
+    Pattern("userspace device-specific driver", _h_verbs_provider),
+    Pattern("Unable to open device", _h_ib_open),
+    Pattern("ibv_open_device failed", _h_ib_open),
+    Pattern("GPU Direct RDMA", _h_gdr, _GDR),
+    Pattern("GPU Direct RDMA (nvidia-peermem)", _h_gdr_peermem),
+    Pattern("DMA-BUF is available", _h_dmabuf),
+    Pattern("use ring PXN", _h_ring_gdr, _RINGS_GDR),
+    Pattern(" via ", _h_connection, _CONN),
+    Pattern("coll channels", _h_channels, _CHANNELS),
+    Pattern("Channel ", _h_ring, _RING),
+    Pattern("comm 0x", _h_comm, _COMM),
+    Pattern("nNodes", _h_nodes, _NODES),
+    Pattern("Pattern ", _h_pattern, _PATTERN),
+    Pattern("GPU/", _h_gpu_paths, _GPU_PATHS),
+    Pattern("NET[", _h_nic_speed, _NIC_SPEED),
+    Pattern("<net ", _h_xml_speed, _XML_NET_SPEED),
+    Pattern("NIC distance", _h_old_dist, _OLD_DIST),
+    Pattern("Got completion", _h_completion),
+    Pattern(
+        "completed with error", _h_ofi_completion, _c(r"Request \S{1,32} completed with error")
+    ),
+    Pattern("async", _h_async, _c(r"[Gg]ot async (?:error )?event|async fatal event")),
+    Pattern("GID table change", _h_gid_change),
+    Pattern("ibv_modify_qp failed", _h_modify_qp, _MODIFY_QP),
+    Pattern("Cannot allocate memory", _h_verbs_nomem),
+    Pattern("ibv_create_cq failed", _h_create_cq),
+    Pattern(
+        "link_layer", _h_hca_mix, _c(r"different link_layer|Can't (?:merge|connect) net devices")
+    ),
+    Pattern(
+        "incompatible",
+        _h_hca_mix,
+        _c(r"(?:connect|merge) incompatible devices|device is incompatible"),
+    ),
+    Pattern("local access violation", _h_access_violation),
+    Pattern("Cuda failure", _h_cuda_failure, _CUDA_FAILURE),
+    Pattern(" failure ", _h_test_failure, _TEST_FAILURE),
+    Pattern("unhandled cuda error", _h_cuda_unhandled),
+    Pattern("ncclUnhandledCudaError", _h_cuda_unhandled),
+    Pattern("peer access is not supported", _h_p2p_error),
+    Pattern("failed to open CUDA IPC handle", _h_p2p_error),
+    Pattern("failed to peer with device", _h_p2p_error),
+    Pattern("cudaIpcGetMemHandle failed", _h_p2p_error),
+    Pattern("P2P is disabled between NVLINK", _h_p2p_nvlink),
+    Pattern("P2P is disabled between connected GPUs", _h_p2p_info),
+    Pattern(
+        "shared memory segment",
+        _h_shm_create,
+        _c(r"(?:Error while (?:creating|attaching to) shared memory segment)"),
+    ),
+    Pattern("failed to extend /dev/shm", _h_shm_space),
+    Pattern("posix_fallocate failed", _h_shm_space),
+    Pattern("shm_open failed", _h_shm_space),
+    Pattern("Unable to allocate shared memory", _h_shm_space),
+    Pattern("no socket interface found", _h_iface("none")),
+    Pattern("No usable listening interface", _h_iface("none")),
+    Pattern("no interface found", _h_iface("none"), _c(r"NET/Socket ?: ?no interface found")),
+    Pattern("no NCCL_SOCKET_IFNAME interface found", _h_iface("none")),
+    Pattern("neither AF_INET", _h_iface("family")),
+    Pattern("Socket creation failed", _h_iface("create")),
+    Pattern("in the same subnet", _h_iface("subnet")),
+    Pattern("Connection refused", _h_socket("refused")),
+    Pattern(
+        "timed out",
+        _h_socket("timeout"),
+        _c(
+            r"(?:connect|recv|Connect to|poll)\b.{0,120}(?:Connection )?timed out"
+            r"|Call to connect timeout"
+        ),
+    ),
+    Pattern("No route to host", _h_socket("noroute")),
+    Pattern("Network is unreachable", _h_socket("noroute"), _c(r"[Ss]ocket|[Cc]onnect to")),
+    Pattern("Software caused connection abort", _h_socket("abort")),
+    Pattern("Connection closed by remote peer", _h_socket("closed")),
+    Pattern("Connection reset by peer", _h_socket("closed")),
+    Pattern("Broken pipe", _h_socket("closed")),
+    Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
+    Pattern("client socket has timed out", _h_store),
+    Pattern("DistStoreError", _h_store),
+    Pattern("waiting for clients", _h_store),
+    Pattern("unhandled system error", _h_system_error),
+    Pattern("ncclSystemError", _h_system_error),
+    Pattern("remote process exited", _h_remote),
+    Pattern("ncclRemoteError", _h_remote),
+    Pattern("internal error", _h_internal),
+    Pattern("Duplicate GPU detected", _h_duplicate, _DUPLICATE),
+    Pattern(
+        "message truncated",
+        _h_size_mismatch,
+        _c(r"NET/Socket ?: ?(?:peer \S{1,80} )?message truncated"),
+    ),
+    Pattern("collective mismatch error", _h_size_mismatch),
+    Pattern("posted incorrect receive info", _h_size_mismatch),
+    Pattern("Multiple ranks detected using the same GPU", _h_duplicate),
+    Pattern("driver version is insufficient", _h_driver),
+    Pattern("CUDA Driver version found is", _h_driver),
+    Pattern("system not yet initialized", _h_fabric),
+    Pattern("cudaErrorSystemNotReady", _h_fabric),
+    Pattern("Failed to bind NVLink SHARP", _h_nvls),
+    Pattern("Watchdog caught collective operation timeout", _h_watchdog, _WATCHDOG),
+    Pattern("NCCL work: ", _h_watchdog_work, _WD_WORK),
+    Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),
+    Pattern("NCCL communicator was aborted", _h_watchdog_other),
+    Pattern("Heartbeat monitor timed out", _h_watchdog_other),
+    Pattern("watchdog got stuck", _h_watchdog_other),
+    Pattern("watchdog thread terminated with exception", _h_watchdog_other),
+    Pattern("join collective", _h_desync, _c(r"didn'?t join collective")),
+    Pattern("Out of bounds values", _h_oob, _OOB),
+    Pattern("Pid", _h_device_rank, _DEVICE_RANK),
+    Pattern("GPU ", _h_gpu_name, _TORCH_GPU),
+    Pattern("|", _h_gpu_name, _SMI_GPU),
+    Pattern("size", _h_table_header, _TABLE_HEADER),
+)
 
 
 def parse_nccl_log(lines: Iterable[str], source: str = "<log>") -> NcclLog:
-    """Read a log line by line (the file is never held whole in memory)."""
+    """Read a log line by line (never held whole in memory)."""
     parser = _Parser(source)
     for number, raw in enumerate(lines, 1):
         parser.feed(number, raw)
+        if parser.log.table_header and _TABLE_ROW.match(_TOOL_PREFIX.sub("", raw, count=1)):
+            parser.log.table_rows += 1
     return parser.log
 
 
-def looks_like_nccl(sample: str) -> bool:
-    """Whether a file's first part has anything this parser reads."""
-    return bool(
-        _MARK.search(sample)
-        or _WATCHDOG.search(sample)
-        or _LAST_WARNING.search(sample)
-        or _SOCKET_FAMILY.search(sample)
-        or re.search(r"-> \d+(?:\[[0-9a-fx]+\])?(?: \[(?:send|receive)\])? via ", sample)
-    )
+def understood(log: NcclLog) -> bool:
+    """Whether the parser found anything doctor reasons about in the file."""
+    return bool(log.records or log.matched)

@@ -29,9 +29,9 @@ is what the job waits for it each step.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
+import math
 import re
 import statistics
 from array import array
@@ -119,6 +119,8 @@ class _Reader:
         while True:
             try:
                 obj, end = self.decoder.raw_decode(self.buf, self.pos)
+            except RecursionError:
+                raise TraceTruncatedError(self.offset, "JSON nested too deeply") from None
             except json.JSONDecodeError as exc:
                 if self._fill():
                     continue
@@ -130,14 +132,35 @@ class _Reader:
             return obj
 
 
+class _ChunkStream(io.RawIOBase):
+    """A readable byte stream over `bandwall.safeio.iter_chunks` (bounded, gzip-capped)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            nxt = next(self._chunks, None)
+            if nxt is None:
+                return 0
+            self._buf = nxt
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
 def open_text(path: str | Path) -> IO[str]:
-    """A text stream over a plain or gzip-compressed file."""
-    p = Path(path)
-    with p.open("rb") as probe:
-        magic = probe.read(2)
-    if magic == b"\x1f\x8b":
-        return io.TextIOWrapper(gzip.open(p, "rb"), encoding="utf-8", errors="replace")
-    return p.open(encoding="utf-8", errors="replace")
+    """A text stream over a plain or gzip-compressed file, read through `bandwall.safeio`
+    (regular files only, decompression capped)."""
+    from bandwall.safeio import iter_chunks
+
+    raw = io.BufferedReader(_ChunkStream(iter_chunks(path, field="paths")))
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace")
 
 
 def iter_trace(fh: IO[str], chunk: int = CHUNK_CHARS) -> Iterator[tuple[str, Any]]:
@@ -340,16 +363,23 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
                     continue
                 name = str(item.get("name", ""))
                 cat = str(item.get("cat", ""))
-                try:
-                    ts, dur = float(item["ts"]), float(item.get("dur", 0.0))
-                except (KeyError, TypeError, ValueError):
+                ts, dur = _num(item.get("ts")), _num(item.get("dur", 0.0))
+                if ts is None or dur is None or dur < 0:
                     continue
                 if (m := _STEP.match(name)) is not None and not cat.startswith("gpu"):
-                    steps.append((int(m.group(1)), ts, ts + dur, item.get("pid"), item.get("tid")))
+                    steps.append(
+                        (
+                            int(m.group(1)),
+                            ts,
+                            ts + dur,
+                            _key(item.get("pid")),
+                            _key(item.get("tid")),
+                        )
+                    )
                     continue
                 args = item.get("args") if isinstance(item.get("args"), dict) else {}
                 if cat == "kernel":
-                    corr = int(args.get("correlation", -1)) if args else -1
+                    corr = _corr(args)
                     if _COMM_KERNEL.match(name):
                         kern_comm.add(ts, dur)
                         k_corr["comm"].append(corr)
@@ -359,16 +389,16 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
                         k_corr["comp"].append(corr)
                 elif cat in ("gpu_memcpy", "gpu_memset"):
                     kern_other.add(ts, dur)
-                    k_corr["other"].append(int(args.get("correlation", -1)) if args else -1)
+                    k_corr["other"].append(_corr(args))
                 elif cat in ("cuda_runtime", "cuda_driver"):
-                    if args and "correlation" in args:
-                        launches_corr.append(int(args["correlation"]))
+                    if args and _corr(args) >= 0:
+                        launches_corr.append(_corr(args))
                         launches_ts.append(ts)
                 elif name.startswith("gloo:"):
                     gloo.add(ts, dur)
                     names.setdefault(name, _Intervals()).add(ts, dur)
                 elif cat == "cpu_op":
-                    key2 = (item.get("pid"), item.get("tid"))
+                    key2 = (_key(item.get("pid")), _key(item.get("tid")))
                     cpu_ops.setdefault(key2, _Intervals())
                     if not _COMM_ANNOTATION.match(name):
                         cpu_ops[key2].add(ts, dur)
@@ -380,12 +410,13 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
     dist_meta, own_meta = meta.get("distributedInfo"), meta.get("bandwall")
     dist: dict[str, Any] = dist_meta if isinstance(dist_meta, dict) else {}
     own: dict[str, Any] = own_meta if isinstance(own_meta, dict) else {}
-    rank = own.get("rank", dist.get("rank")) if (own or dist) else None
+    rank = _int(own.get("rank", dist.get("rank"))) if (own or dist) else None
     out = RankTrace(
         source=src,
-        rank=int(rank) if rank is not None else _rank_from_name(src),
-        host=str(own.get("host") or meta.get("host_name") or meta.get("hostname") or "") or None,
-        world_size=int(dist["world_size"]) if "world_size" in dist else None,
+        rank=rank if rank is not None else _rank_from_name(src),
+        host=str(own.get("host") or meta.get("host_name") or meta.get("hostname") or "")[:128]
+        or None,
+        world_size=_int(dist.get("world_size")),
         backend=str(dist.get("backend")) if dist.get("backend") else None,
         events=events,
         truncated=truncated,
@@ -405,11 +436,37 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
         empty = np.empty((0, 2))
         out.steps = [_step_stats(n, a, b, compute, comm, empty) for n, a, b, *_ in steps]
         lo, hi = steps[0][1], max(s[2] for s in steps)
+    # a step must last a positive, finite time: odd traces (clock jumps) give none to print
+    out.steps = [s for s in out.steps if math.isfinite(s.step_s) and s.step_s > 0]
     for name, iv in names.items():
         seconds = _length(_clip(iv.union(), lo, hi)) * 1e-6
         if seconds > 0:
             out.collectives[name] = seconds
     return out
+
+
+def _num(value: Any) -> float | None:
+    """A finite float from a trace field, or None (strings, lists, NaN, inf are not times)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10**9:
+        return None
+    return value
+
+
+def _corr(args: Any) -> int:
+    v = args.get("correlation") if isinstance(args, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**62 else -1
+
+
+def _key(value: Any) -> Any:
+    """A pid/tid usable as a dict key (traces from other tools put lists or objects there)."""
+    return value if isinstance(value, (int, str)) else repr(value)[:64]
 
 
 def _collective_name(kernel: str) -> str:

@@ -28,6 +28,7 @@ from bandwall.measure.importers.training_log import Summary, TrainingLog, summar
 #: BREAKDOWN_KEYS; memory is compared separately).
 TERMS: dict[str, str] = {
     "compute": "compute",
+    "overlap": "compute slowed by hidden communication",
     "dp": "data-parallel communication (exposed)",
     "tp": "tensor-parallel communication",
     "pp": "pipeline send/recv (exposed)",
@@ -40,6 +41,7 @@ TERMS: dict[str, str] = {
 WHY: dict[str, str] = {
     "compute": "kernels slower than the model's GEMM efficiency (small GEMMs, memory-bound "
     "ops, launch overhead, clocks); `bandwall calibrate --from-log` fits it",
+    "overlap": "communication kernels taking more SMs or HBM bandwidth from compute than modelled",
     "dp": "gradient reduction not hidden behind backward, or a slower fabric",
     "tp": "tensor-parallel collectives slower than NVLink allows, or not overlapped",
     "pp": "pipeline sends exposed",
@@ -48,6 +50,14 @@ WHY: dict[str, str] = {
     "bubble": "a larger pipeline bubble (fewer micro-batches or no interleaving)",
     "straggler": "slow ranks",
 }
+
+
+def _term(key: str) -> str:
+    return TERMS.get(key, key)
+
+
+def _why(key: str) -> str:
+    return WHY.get(key, "the model's term is too small for this run")
 
 
 @dataclass(frozen=True)
@@ -410,14 +420,14 @@ def render(c: Comparison) -> list[str]:
     lines.append(f"  measured step: {c.step_basis}"[:80])
     if c.gap_s is not None and c.gap_term is not None:
         step = c.measured_step_s or 0.0
-        term = TERMS[c.gap_term]
+        term = _term(c.gap_term)
         model_term = c.breakdown[c.gap_term]
         if c.gap_s >= 0:
             lines += _wrap(
                 f"where the gap is: {term}: {c.gap_s:,.3g} s of the {step:,.3g} s step is not "
                 f"in the model; {term} would have to be {c.gap_factor:.2g} × the model's "
                 f"{model_term:,.3g} s to hold it (the smallest change of any term). "
-                f"Likely: {WHY[c.gap_term]}."
+                f"Likely: {_why(c.gap_term)}."
             )
         else:
             lines += _wrap(
@@ -484,62 +494,9 @@ __all__ = [
     "Change",
     "Comparison",
     "compare",
-    "doctor_hook",
     "measured_step",
     "render",
     "request_for_log",
     "step_from",
     "what_if",
 ]
-
-
-# --- the doctor hook ---------------------------------------------------------------------------
-
-
-def doctor_hook(
-    path: Any, item: Any, request: Any, given: dict[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any] | None] | None:
-    """`bandwall doctor`: read `path` as a training log when it is one and compare it with the
-    model (the request from `--from`, else the log's own Megatron arguments). Returns the
-    comparison (JSON, with its text) and the fields of a doctor Finding, or None when the file
-    is not a training log. Notes go on `item`; a log that cannot be compared is a note."""
-    from bandwall.measure.importers.training_log import is_training_log, read_log
-    from bandwall.safeio import iter_chunks
-
-    head = next(iter(iter_chunks(str(path), field="paths", max_bytes=1 << 40)), b"")
-    if not is_training_log(head[: 1 << 16].decode("utf-8", errors="replace")):
-        return None
-    log = read_log(str(path), field_name="paths")
-    item.kinds.append("training-log")
-    try:
-        if request is None:
-            request, _ = request_for_log(str(path), None, given)
-        c = compare(log, request)
-    except ConfigError as exc:
-        item.notes.append(f"training log ({log.framework}), not compared: {exc.reason}")
-        return None
-    item.notes.append(
-        f"training log ({log.framework}): {c.summary.steps:,} step(s), {len(c.summary.kept):,} kept"
-    )
-    doc = c.to_json() | {"text": render(c)}
-    if c.gap_s is None or c.gap_term is None or c.measured_step_s is None:
-        return doc, None
-    step = c.measured_step_s
-    share = c.gap_s / step
-    best = c.changes[0] if c.changes else None
-    finding = {
-        "code": "model_gap" if c.gap_s >= 0 else "model_pessimistic",
-        "title": f"Step {c.gap_s / c.predicted['step_time_s']:+.0%} against the model: "
-        f"{TERMS[c.gap_term]}",
-        "reason": f"measured {step:,.3g} s per step, the model "
-        f"{c.predicted['step_time_s']:,.3g} s; {TERMS[c.gap_term]} would have to be "
-        f"{c.gap_factor:.2g} × the model's to explain it (the smallest change of any term). "
-        f"Likely: {WHY[c.gap_term]}.",
-        "severity": "high" if share > 0.3 else "medium" if share > 0.1 else "info",
-        "fix": [f"{best['flags']}: model -{best['model_gain_share']:.0%}"] if best else [],
-        "cost_s": max(c.gap_s, 0.0),
-        "step_s": step,
-        "source": str(path),
-        "cost_basis": "measured step minus the model's",
-    }
-    return doc, finding

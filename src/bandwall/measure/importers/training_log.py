@@ -263,11 +263,20 @@ def _progress(line: str, number: int, rank: int | None, log: TrainingLog) -> lis
     return out
 
 
-def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
-    """Every step a log reports, with the framework that wrote it."""
-    log = TrainingLog(path, "unknown", [], 0)
-    kinds: dict[str, int] = {}
-    for number, raw in enumerate(lines, 1):
+#: Most step records one log keeps (a 200 MB log of one-line steps stays bounded in memory).
+MAX_STEPS = 200_000
+
+
+class LogParser:
+    """A streaming reader: `feed(number, line)` for every line, then `finish()` (the shape
+    doctor's format registry expects)."""
+
+    def __init__(self, path: str = "<log>") -> None:
+        self.log = TrainingLog(path, "unknown", [], 0)
+        self._kinds: dict[str, int] = {}
+
+    def feed(self, number: int, raw: str) -> None:
+        log = self.log
         log.lines = number
         line = _ANSI.sub("", raw)
         rm = _RANK.match(line)
@@ -299,7 +308,7 @@ def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
             h = _HF_HEADER.search(line)
             if h:
                 log.header[h.group(1)] = int(h.group(2))
-                kinds["hf-trainer"] = kinds.get("hf-trainer", 0) + 1
+                self._kinds["hf-trainer"] = self._kinds.get("hf-trainer", 0) + 1
             at = line.find("memory (MB)")
             m = _MEGATRON_MEM.search(line, at) if at >= 0 else None
             if m:
@@ -309,16 +318,31 @@ def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
                 log.header["micro-batches"] = int(m.group(1))
             if _HF_DICT.match(line):
                 _hf_dict(line, number, log)
-                kinds["hf-trainer"] = kinds.get("hf-trainer", 0) + 1
+                self._kinds["hf-trainer"] = self._kinds.get("hf-trainer", 0) + 1
         if kind:
-            kinds[kind] = kinds.get(kind, 0) + 1
+            self._kinds[kind] = self._kinds.get(kind, 0) + 1
+        if found and len(log.steps) + len(found) > MAX_STEPS:
+            if not any("step records" in n for n in log.notes):
+                log.notes.append(f"line {number}: only the first {MAX_STEPS:,} step records kept")
+            return
         log.steps += found
-    _memory_lines(log)
-    _skipped_intervals(log)
-    if kinds:
-        log.framework = max(kinds, key=lambda k: kinds[k])
-    _fill_from_timestamps(log)
-    return log
+
+    def finish(self) -> TrainingLog:
+        log = self.log
+        _memory_lines(log)
+        _skipped_intervals(log)
+        if self._kinds:
+            log.framework = max(self._kinds, key=lambda k: self._kinds[k])
+        _fill_from_timestamps(log)
+        return log
+
+
+def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
+    """Every step a log reports, with the framework that wrote it."""
+    parser = LogParser(path)
+    for number, raw in enumerate(lines, 1):
+        parser.feed(number, raw)
+    return parser.finish()
 
 
 def _hf_dict(line: str, number: int, log: TrainingLog) -> None:
@@ -516,6 +540,8 @@ def is_training_log(head: str) -> bool:
 
 
 __all__ = [
+    "MAX_STEPS",
+    "LogParser",
     "Step",
     "Summary",
     "TrainingLog",

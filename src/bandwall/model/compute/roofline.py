@@ -1,4 +1,5 @@
-"""Compute time of one micro-batch on one GPU, from the shapes the GPU actually runs.
+"""The roofline compute model the engine used before the kernel model (kept while engine.py
+moves to `transformer_layer`): compute time of one micro-batch on one GPU.
 
 A roofline per operation class, with constants per GPU generation (`bandwall catalog perf`):
 
@@ -23,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from bandwall.model.compute.rates import GpuRates
 from bandwall.workloads import Transformer, Workload
 
 #: Bytes per element of bf16/fp16 activations.
@@ -55,30 +57,6 @@ KERNELS_PER_LAYER_FWD = 20
 TRAINING_GEMM_FACTOR = 0.942
 #: Full recomputation reruns the forward pass in backward (Korthikanti et al. 2022, §5).
 FULL_RECOMPUTE_COMPUTE_FACTOR = 4 / 3
-
-
-@dataclass(frozen=True)
-class GpuRates:
-    """What one GPU sustains: the roofline constants of its generation."""
-
-    peak_flops: float
-    """Dense peak FLOP/s at the training precision."""
-    gemm_efficiency: float
-    """Share of peak large GEMMs reach (cuBLAS)."""
-    attention_efficiency: float
-    """Share of peak FlashAttention forward + backward reaches."""
-    hbm_Bps: float
-    """Achieved HBM bandwidth, bytes/s."""
-    sm_count: int
-    tile_m: int
-    """Output tile of the GEMM kernels (rows × cols): what wave quantisation counts in."""
-    tile_n: int
-    kernel_launch_s: float
-    virtualization_overhead: float = 0.0
-
-    @property
-    def gemm_flops(self) -> float:
-        return self.peak_flops * self.gemm_efficiency * (1 - self.virtualization_overhead)
 
 
 def gemm_s(

@@ -1,0 +1,285 @@
+"""The published training runs (`data/published_runs.csv`) as plan requests, and the model's
+error on them, split as the file says.
+
+Each row states a run as its source published it: the model's shape, the GPUs, the layout,
+the batch, the precision and the stack's settings where the source gives them, and the
+measured seconds per optimizer step (converted from tokens/s or TFLOP/s by the formula in the
+row's `conversion` column). `request_for_run` maps a row to the one request schema with every
+default it takes written down here; `validate_runs` prices every row and reports the fit and
+held-out parts apart (the split is `sha256(id) % 3 == 0` → fit, fixed before any evaluation:
+`benchmarks/split_published_runs.py`). The error is (predicted − measured) / measured step
+time: negative means the model is too fast.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from bandwall.errors import ConfigError
+from bandwall.planning.api import evaluate_points
+from bandwall.planning.request import PlanRequest, make_request
+
+RUNS_FILE = "published_runs.csv"
+
+#: Source stack → the request's stack and the settings the stack implies when a row is silent.
+#: Megatron-LM and NeMo/Megatron-Bridge use the distributed optimizer (ZeRO-1) by default in
+#: their recipes; torchtitan, llm-foundry (FSDP) and MaxText shard everything (ZeRO-3);
+#: DeepSpeed rows without a stage ran ZeRO-1 (MT-NLG, BLOOM).
+STACKS: dict[str, tuple[str, int]] = {
+    "megatron": ("megatron", 1),
+    "nemo": ("megatron", 1),
+    "megascale": ("megatron", 1),
+    "other": ("megatron", 1),
+    "torchtitan": ("fsdp2", 3),
+    "fsdp": ("fsdp2", 3),
+    "maxtext": ("fsdp2", 3),
+    "deepspeed": ("deepspeed", 1),
+}
+
+
+def load_runs(text: str | None = None) -> list[dict[str, str]]:
+    """The shipped rows (or those of `text`, a CSV of the same columns)."""
+    if text is None:
+        data = resources.files("bandwall.measure.calibrate").joinpath("data", RUNS_FILE)
+        text = data.read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
+def _cell(row: dict[str, str], key: str) -> str:
+    return (row.get(key) or "").strip()
+
+
+def _int(row: dict[str, str], key: str) -> int | None:
+    value = _cell(row, key)
+    return int(float(value)) if value else None
+
+
+def _bool(row: dict[str, str], key: str) -> bool | None:
+    value = _cell(row, key).lower()
+    return None if not value else value in ("true", "1", "yes")
+
+
+def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
+    """The catalog fabric (and NICs per node, when the text says) a row's scale-out text
+    describes. A row that names only the system gets that system's fabric: DGX A100 8 × 200 Gb/s
+    HDR, DGX H100/B200 and GB200 NVL72 trays 8 × 400 Gb/s NDR (ConnectX-7)."""
+    t = scale_out.lower()
+    if "omni-path" in t or "opa" in t:
+        return "roce-100", 4.0
+    if "roce" in t and "1600" in t:
+        return "roce-200", 8.0
+    if "roce" in t or "rdma" in t:
+        return "roce-400", None
+    if "hdr" in t:
+        return "ib-hdr", None
+    if "a3" in t and "gcp" in t:
+        return "roce-200", 4.0
+    if "ndr" in t or "400" in t:
+        return "ib-ndr", None
+    return ("ib-hdr" if gpu.startswith("A100") else "ib-ndr"), None
+
+
+def _recompute(text: str) -> tuple[str | None, int | None]:
+    """(recompute mode, layers) from the row's recompute text; '' lets the model choose
+    (auto: just enough to fit)."""
+    t = text.lower()
+    if not t:
+        return None, None
+    if t.startswith("full:"):
+        return "full", int(t.split(":", 1)[1].split()[0])
+    if t.startswith("full"):
+        return "full", None
+    if t.startswith("none"):
+        return "none", None
+    return "selective", None  # torchtitan op-level AC, MaxText minimal, Megatron selective
+
+
+def _fp8_recipe(text: str) -> str | None:
+    t = text.lower()
+    if not t:
+        return None
+    if "mxfp8" in t:
+        return "mxfp8"
+    if "1x128" in t or "block" in t or "fine-grained" in t:
+        return "blockwise"
+    if "current" in t or "dynamic" in t or "tensorwise" in t:
+        return "current"
+    return "delayed"
+
+
+def _model_fields(row: dict[str, str]) -> dict[str, Any]:
+    """The model: the built-in DeepSeek-V3 for MLA rows (its attention is not a plain GQA
+    shape), else a custom transformer of the row's dimensions."""
+    seq = _int(row, "seq_len")
+    if seq is None:
+        raise ConfigError(f"run {row.get('id')!r} has no seq_len", field="reference")
+    if _cell(row, "attention") == "mla":
+        return {"model": "deepseek-v3", "seq_len": seq}
+    layers, hidden, heads = _int(row, "layers"), _int(row, "hidden"), _int(row, "heads")
+    head_dim = _int(row, "head_dim")
+    fields: dict[str, Any] = {
+        "model": "custom",
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": _int(row, "kv_heads"),
+        "ffn": _int(row, "ffn"),
+        "vocab": _int(row, "vocab"),
+        "seq_len": seq,
+        "gated_mlp": bool(_bool(row, "gated_mlp")),
+    }
+    if head_dim and hidden and heads and head_dim * heads != hidden:
+        fields["head_dim"] = head_dim
+    experts = _int(row, "experts")
+    if experts and experts > 1:
+        moe_layers = _int(row, "moe_layers") or layers or 0
+        fields |= {
+            "experts": experts,
+            "top_k": _int(row, "top_k"),
+            "moe_ffn": _int(row, "moe_ffn"),
+            "shared_experts": _int(row, "shared_experts") or 0,
+            "dense_layers": (layers or 0) - moe_layers,
+        }
+    return fields
+
+
+def _micro_batch(row: dict[str, str], stack: str) -> int:
+    """The row's micro-batch, or the stack's default when the source gives none: torchtitan
+    pipelines micro-batches of 1 (pipeline_parallel_microbatch_size) and otherwise runs the
+    whole local batch at once (no accumulation); Megatron-style launch scripts of the sources
+    here use 1."""
+    given = _int(row, "micro_batch")
+    if given:
+        return given
+    pp, gb = _int(row, "pp") or 1, _int(row, "global_batch") or 1
+    dp = _int(row, "dp") or 1
+    if stack == "fsdp2" and pp == 1:
+        return max(gb // dp, 1)
+    return 1
+
+
+def request_for_run(row: dict[str, str]) -> PlanRequest:
+    """The plan request that reproduces one published run (layout fixed as published)."""
+    stack, zero = STACKS.get(_cell(row, "stack"), ("megatron", 1))
+    gpu = _cell(row, "gpu")
+    fabric, nics = fabric_for(_cell(row, "scale_out"), gpu)
+    recompute, recompute_layers = _recompute(_cell(row, "recompute"))
+    tp = _int(row, "tp") or 1
+    fp8 = _cell(row, "precision") == "fp8"
+    flash = _bool(row, "flash_attention")
+    fields: dict[str, Any] = {
+        **_model_fields(row),
+        "gpu": gpu,
+        "gpus": _int(row, "gpus"),
+        "gpus_per_node": _int(row, "gpus_per_node"),
+        "fabric": fabric,
+        "nics_per_node": nics,
+        "tp": tp,
+        "pp": _int(row, "pp") or 1,
+        "cp": _int(row, "cp") or 1,
+        "ep": _int(row, "ep") or 1,
+        # the MoE rows are Megatron-Bridge recipes (expert_tensor_parallel_size=1: experts
+        # folded over tp x dp) and DeepSeek-V3 (no TP)
+        "etp": _int(row, "etp") or 1,
+        "virtual_stages": _int(row, "virtual_stages") or 1,
+        "zero": _int(row, "zero") if _cell(row, "zero") else zero,
+        "micro_batch": _micro_batch(row, stack),
+        "global_batch": _int(row, "global_batch"),
+        "precision": "fp8" if fp8 else "bf16",
+        "fp8_recipe": _fp8_recipe(_cell(row, "fp8_recipe")) if fp8 else None,
+        "recompute": recompute,
+        "recompute_layers": recompute_layers,
+        "sequence_parallel": _bool(row, "sequence_parallel"),
+        "overlap_grad_reduce": _bool(row, "overlap_grad_reduce"),
+        "overlap_param_gather": _bool(row, "overlap_param_gather"),
+        "tp_comm_overlap": _bool(row, "tp_comm_overlap"),
+        "compile": _bool(row, "compile"),
+        "flash_attention": flash,
+        "stack": stack,
+        # DeepSeek's DualPipe overlaps the expert all-to-alls with compute ("near-zero
+        # all-to-all overhead", DeepSeek-V3 report §3.2.1): the source states the overlap
+        "ep_overlap": 1.0 if "dualpipe" in _cell(row, "notes").lower() else None,
+        "failures": False,
+        # every row prices the same hour: cost plays no part in the step time
+        "price_per_gpu_hour_usd": 1.0,
+    }
+    if tp == 1 or fields["sequence_parallel"] is False:
+        fields["sequence_parallel"] = tp > 1 and fields["sequence_parallel"] is not False
+    if fields["tp_comm_overlap"] and not fields["sequence_parallel"]:
+        fields["tp_comm_overlap"] = None
+    return make_request(**fields)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """One published run against the model."""
+
+    id: str
+    split: str
+    stack: str
+    gpu: str
+    gpus: int
+    precision: str
+    moe: bool
+    measured_step_s: float
+    predicted_step_s: float
+    mfu: float
+    memory_ratio: float
+    """Predicted memory over usable memory (> 1 + MEMORY_TOLERANCE: `plan` would refuse)."""
+
+    @property
+    def error(self) -> float:
+        """(predicted − measured) / measured step time; negative: the model is too fast."""
+        return self.predicted_step_s / self.measured_step_s - 1.0
+
+
+def validate_runs(rows: list[dict[str, str]] | None = None) -> list[RunResult]:
+    """Every row with a measured step time, priced at its published layout."""
+    out = []
+    for row in rows if rows is not None else load_runs():
+        measured = _cell(row, "measured_step_s")
+        if not measured:
+            continue  # no unambiguous step time (the source gives no FLOP formula)
+        # the published layout ran: price it as given, whatever the memory model says (how
+        # much memory the model predicts is reported beside, `memory_ratio`)
+        _, m, _ = evaluate_points(request_for_run(row), {})
+        metrics = m.row(0)
+        if not metrics["valid"]:
+            raise ConfigError(f"run {row['id']!r}: its layout breaks rule {metrics['rule']}")
+        out.append(
+            RunResult(
+                id=row["id"],
+                split=_cell(row, "split"),
+                stack=_cell(row, "stack"),
+                gpu=_cell(row, "gpu"),
+                gpus=_int(row, "gpus") or 0,
+                precision=_cell(row, "precision"),
+                moe=(_int(row, "experts") or 1) > 1,
+                measured_step_s=float(measured),
+                predicted_step_s=float(metrics["step_time_s"]),
+                mfu=float(metrics["mfu"]),
+                memory_ratio=float(metrics["memory_bytes"] / metrics["memory_capacity_bytes"]),
+            )
+        )
+    return out
+
+
+def summarize(results: list[RunResult]) -> dict[str, float]:
+    """Median and mean |error|, the signed bias (median signed error) and the share within
+    10%, over `results`."""
+    if not results:
+        return {"rows": 0}
+    errors = [r.error for r in results]
+    absolute = [abs(e) for e in errors]
+    return {
+        "rows": len(errors),
+        "median_abs_error": statistics.median(absolute),
+        "mean_abs_error": statistics.fmean(absolute),
+        "max_abs_error": max(absolute),
+        "bias": statistics.median(errors),
+        "within_10pct": sum(a <= 0.10 for a in absolute) / len(absolute),
+    }

@@ -1,0 +1,1275 @@
+"""One small function per rule: read the joined job, return the evidence (`Hit`s).
+
+A detector never words the whole finding (the `Rule` does); it decides whether the rule
+applies, how sure the evidence makes it (`Confidence`), quotes the lines, and adds the
+case-specific part of the reason. `DETECTORS` maps each rule code to its function; a test
+checks that every rule has one and every detector a rule.
+
+Where one message has several possible causes (an IB completion error 12 is a dead link, an
+unrouted RoCE GID or NICs on different rails), each cause gets its own hit with the confidence
+the evidence supports, so the ranking can say which is most likely and the others still show.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable
+
+from bandwall.measure.doctor.evidence import Confidence, Hit, Line, first
+from bandwall.measure.doctor.job import Job
+from bandwall.measure.doctor.nccl_log import NcclLog
+from bandwall.measure.doctor.rules import BY_CODE
+
+Detector = Callable[[Job], list[Hit]]
+DETECTORS: dict[str, Detector] = {}
+
+CERTAIN, LIKELY, POSSIBLE = Confidence.CERTAIN, Confidence.LIKELY, Confidence.POSSIBLE
+#: Interfaces that never reach another host: loopback, container and VM bridges, CNI tunnels.
+VIRTUAL_IFACE = re.compile(
+    r"^(lo|docker\d*|virbr\d*|br-[0-9a-f]+|veth\w*|cali\w*|tunl\d*|flannel\S*"
+    r"|cni\d*|cilium\w*|lxc\w*|vnet\d*|ip6tnl\d*)$"
+)
+IPOIB_IFACE = re.compile(r"^(ib\d\S*|ibs\w*|ibp\w*)$")
+#: NCCL's GPU-NIC path types that cross the CPU (src/graph/topo.h PATH_PHB and above).
+FAR_PATHS = ("PHB", "NODE", "SYS")
+PATH_ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "NODE", "SYS")
+#: GPUs of instance types where EFA carries GPUDirect RDMA (p4d and later).
+EFA_GDR_GPUS = ("A100-SXM-80GB", "H100-SXM", "H200", "B200", "GB200")
+
+
+def detector(code: str) -> Callable[[Detector], Detector]:
+    """Register `fn` as the detector of rule `code` (which must exist)."""
+
+    def wrap(fn: Detector) -> Detector:
+        if code not in BY_CODE:
+            raise KeyError(f"detector for unknown rule {code!r}")
+        DETECTORS[code] = fn
+        return fn
+
+    return wrap
+
+
+def _lines(job: Job, attr: str) -> list[Line]:
+    return list(job.all(attr))
+
+
+def _env(job: Job, name: str) -> tuple[set[str], list[Line]]:
+    values: set[str] = set()
+    lines: list[Line] = []
+    for log in job.logs:
+        values |= log.env_values(name)
+        lines += log.env_lines(name)
+    return values, lines
+
+
+def _echoed(job: Job, name: str) -> bool:
+    return any(name in log.env for log in job.logs)
+
+
+# --- launch, resources, versions ----------------------------------------------------------------
+
+
+@detector("duplicate_gpu")
+def _duplicate_gpu(job: Job) -> list[Hit]:
+    lines = _lines(job, "duplicate_gpu")
+    if not lines:
+        return []
+    m = re.search(r"rank (\d+) and rank (\d+) both on CUDA device (\w+)", lines[0].text)
+    reason = (
+        f"NCCL found rank {m.group(1)} and rank {m.group(2)} on the same GPU (device {m.group(3)})"
+        if m
+        else "NCCL found several ranks on the same GPU"
+    )
+    return [Hit("duplicate_gpu", first(lines), reason, CERTAIN)]
+
+
+@detector("shm_space")
+def _shm_space(job: Job) -> list[Hit]:
+    lines = _lines(job, "shm_space")
+    if not lines:
+        return []
+    size = re.search(r"size (\d+)", " ".join(ln.text for ln in lines))
+    reason = "NCCL could not create its shared-memory segment in /dev/shm" + (
+        f" ({int(size.group(1)) / 2**20:,.1f} MiB)" if size else ""
+    )
+    return [Hit("shm_space", first(lines), reason, CERTAIN)]
+
+
+@detector("driver_too_old")
+def _driver_too_old(job: Job) -> list[Hit]:
+    lines = _lines(job, "driver_old")
+    if not lines:
+        return []
+    return [
+        Hit(
+            "driver_too_old",
+            first(lines),
+            "CUDA refuses to start: the driver is older than the runtime",
+            CERTAIN,
+        )
+    ]
+
+
+@detector("mixed_versions")
+def _mixed_versions(job: Job) -> list[Hit]:
+    versions: dict[str, list[Line]] = {}
+    for log in job.logs:
+        for v, lines in log.versions.items():
+            versions.setdefault(v, []).extend(lines)
+    if len(versions) > 1:
+        desc = "; ".join(
+            f"{v} on {', '.join(sorted({ln.host or ln.source for ln in lines}))}"
+            for v, lines in sorted(versions.items())
+        )
+        lines = [ls[0] for ls in versions.values()]
+        return [Hit("mixed_versions", lines, f"the job's lines show NCCL {desc}", CERTAIN)]
+    family = [ln for k, ln in job.all("iface_errors") if k == "family"]
+    wrongtype = [ln for k, ln in job.all("socket_errors") if k == "wrongtype"]
+    if family or wrongtype:
+        return [
+            Hit(
+                "mixed_versions",
+                first(family + wrongtype, 2),
+                "bootstrap read a malformed message from a peer (a garbage address family or "
+                "socket type): a peer running another NCCL version sends that",
+                POSSIBLE,
+                missing="the 'NCCL version' line of one rank on every node",
+            )
+        ]
+    return []
+
+
+@detector("gpu_memory")
+def _gpu_memory(job: Job) -> list[Hit]:
+    oom = [ln for code, msg, _, ln in job.all("cuda_failures") if "out of memory" in msg]
+    oom += [ln for ln in job.all("warnings") if re.search(r"Failed to CUDA (?:c|m)alloc", ln.text)]
+    if oom:
+        return [Hit("gpu_memory", first(oom), "CUDA reported 'out of memory' inside NCCL", CERTAIN)]
+    unhandled = _lines(job, "cuda_unhandled") + [
+        ln for msg, ln in job.all("test_failures") if "unhandled cuda error" in msg
+    ]
+    specific = job.all("cuda_failures") or job.all("driver_old") or job.all("fabric_not_ready")
+    if unhandled and not specific and not job.all("p2p_errors"):
+        return [
+            Hit(
+                "gpu_memory",
+                first(unhandled, 2),
+                "NCCL reports an unhandled CUDA error without the CUDA error itself; the "
+                "commonest cause is GPU memory held by the model or another process",
+                POSSIBLE,
+                missing="the 'Cuda failure' WARN line that names the CUDA error",
+            )
+        ]
+    return []
+
+
+@detector("cuda_error")
+def _cuda_error(job: Job) -> list[Hit]:
+    known = ("out of memory", "peer access", "system not yet initialized", "insufficient")
+    lines = [
+        ln
+        for code, msg, src, ln in job.all("cuda_failures")
+        if code != 217 and not any(k in msg for k in known) and "nvls" not in src.lower()
+    ]
+    if not lines:
+        return []
+    msg = next(m for c, m, s, ln in job.all("cuda_failures") if ln is lines[0])
+    return [Hit("cuda_error", first(lines), f"CUDA reported '{msg}' inside NCCL", CERTAIN)]
+
+
+@detector("collective_mismatch")
+def _collective_mismatch(job: Job) -> list[Hit]:
+    lines = _lines(job, "size_mismatch")
+    if not lines:
+        return []
+    return [
+        Hit(
+            "collective_mismatch",
+            first(lines),
+            "a peer sent more data than this rank posted for the same operation",
+            LIKELY,
+        )
+    ]
+
+
+# --- NVSwitch / NVLS ----------------------------------------------------------------------------
+
+
+@detector("nvswitch_fabric")
+def _nvswitch_fabric(job: Job) -> list[Hit]:
+    ready = _lines(job, "fabric_not_ready")
+    if ready:
+        return [
+            Hit(
+                "nvswitch_fabric",
+                first(ready),
+                "CUDA says the system is not yet "
+                "initialized (802): the NVSwitch fabric has not registered the GPUs",
+                CERTAIN,
+            )
+        ]
+    nvls = _lines(job, "nvls_errors") + [
+        ln for _, msg, src, ln in job.all("cuda_failures") if "nvls" in src.lower()
+    ]
+    if nvls:
+        return [
+            Hit(
+                "nvswitch_fabric",
+                first(nvls),
+                "CUDA fails inside NCCL's NVLS (NVLink SHARP) setup (transport/nvls.cc): the "
+                "multicast objects the Fabric Manager provides are not usable",
+                LIKELY,
+            )
+        ]
+    return []
+
+
+# --- GPU peer-to-peer ---------------------------------------------------------------------------
+
+
+@detector("p2p_broken")
+def _p2p_broken(job: Job) -> list[Hit]:
+    errs = _lines(job, "p2p_errors") + [
+        ln for code, msg, _, ln in job.all("cuda_failures") if code == 217 or "peer access" in msg
+    ]
+    if errs:
+        shm = any("shm.cc" in ln.text for ln in errs)
+        return [
+            Hit(
+                "p2p_broken",
+                first(errs),
+                "CUDA refuses peer access between the GPUs NCCL tried to connect"
+                + (
+                    " while sharing host memory through cuMem (transport/shm.cc): "
+                    "NCCL_CUMEM_HOST_ENABLE=0 avoids that path"
+                    if shm
+                    else ""
+                ),
+                CERTAIN,
+            )
+        ]
+    nvlink = _lines(job, "p2p_nvlink_disabled")
+    if nvlink:
+        return [
+            Hit(
+                "p2p_broken",
+                first(nvlink),
+                "NCCL finds P2P disabled between GPUs that "
+                "NVLink connects: a hardware or driver fault",
+                LIKELY,
+            )
+        ]
+    wrong = _lines(job, "wrong_results")
+    if wrong:
+        return [
+            Hit(
+                "p2p_broken",
+                first(wrong),
+                "nccl-tests found wrong values after the "
+                "collective: data corrupted between GPUs (P2P or GDR through ACS/IOMMU)",
+                LIKELY,
+            )
+        ]
+    hw = job.hardware()
+    hung = [
+        t for log in job.logs for t in log.table_header if log.table_header and log.table_rows == 0
+    ]
+    names = {n for log in job.logs for n, _ in log.device_names}
+    if (
+        hw.consumer_gpu
+        and hung
+        and len(names) >= 1
+        and len([1 for log in job.logs for _ in log.device_names]) >= 2
+        and not job.all("warnings")
+    ):
+        return [
+            Hit(
+                "p2p_broken",
+                first(hung[:1] + [ln for log in job.logs for _, ln in log.device_names], 3),
+                f"{hw.gpu_name}s (consumer GPUs, no peer-to-peer support) stop after the "
+                "table header: the first collective never finishes",
+                LIKELY,
+                missing="the run with NCCL_P2P_DISABLE=1 set before the command",
+            )
+        ]
+    return []
+
+
+@detector("p2p_disabled")
+def _p2p_disabled(job: Job) -> list[Hit]:
+    disabled, dlines = _env(job, "NCCL_P2P_DISABLE")
+    level, llines = _env(job, "NCCL_P2P_LEVEL")
+    shm = [c for c in job.all("connections") if c.transport == "SHM"]
+    info = _lines(job, "p2p_info_disabled")
+    reasons: list[str] = []
+    lines: list[Line] = []
+    conf = POSSIBLE
+    severity = None
+    if "1" in disabled:
+        lines += dlines[:1]
+        if _echoed(job, "NCCL_P2P_DISABLE"):
+            reasons.append("NCCL_P2P_DISABLE=1 is in effect")
+            conf = CERTAIN
+        else:
+            # only a command line says so: a deliberate experiment as often as a fault
+            reasons.append("a command line sets NCCL_P2P_DISABLE=1")
+            severity = "info"
+    if level & {"LOC", "0"}:
+        reasons.append(f"NCCL_P2P_LEVEL={sorted(level & {'LOC', '0'})[0]} allows no P2P path")
+        lines += llines[:1]
+        conf = max(conf, CERTAIN if _echoed(job, "NCCL_P2P_LEVEL") else LIKELY)
+    if shm:
+        reasons.append(f"{len(shm)} intra-node connection(s) go via SHM instead of P2P")
+        lines += [c.line for c in shm[:2]]
+        conf = max(conf, LIKELY)
+    if info:
+        reasons.append("NCCL reports P2P disabled between connected GPUs")
+        lines += info[:1]
+        conf = max(conf, LIKELY)
+    if not reasons:
+        return []
+    if conf > POSSIBLE:
+        severity = None
+    return [Hit("p2p_disabled", lines, "; ".join(reasons), conf, severity=severity)]
+
+
+# --- transport selection ------------------------------------------------------------------------
+
+
+def _uses_sockets(log: NcclLog) -> list[Line]:
+    """Lines showing NET/Socket carries data. 'NET/Socket : Using ...' alone does not: NCCL
+    initialises the socket transport next to IB and prints it either way (2.4-2.30)."""
+    lines = [ln for n, ln in log.networks if "socket" in n.lower()]
+    lines += [c.line for c in log.net_connections if c.net and "socket" in c.net.lower()]
+    chosen_other = any("socket" not in n.lower() for n, _ in log.networks) or any(
+        c.net and "socket" not in c.net.lower() for c in log.net_connections
+    )
+    if not lines and not chosen_other and not log.ib_devices:
+        lines += [ln for _, ln in log.socket_ifaces.values()]
+    return lines
+
+
+@detector("socket_fallback")
+def _socket_fallback(job: Job) -> list[Hit]:
+    hits: list[Hit] = []
+    for log in job.logs:
+        sock = _uses_sockets(log)
+        if log.single_node or any("ofi" in p.lower() for p, _ in log.plugins):
+            continue
+        if not sock and not log.verbs_provider_missing:
+            continue
+        reasons: list[str] = []
+        lines: list[Line] = []
+        conf = POSSIBLE
+        if log.ib_open_failed:
+            reasons.append(
+                "NCCL found HCA(s) but could not open them (a container without "
+                "/dev/infiniband, or no permission)"
+            )
+            lines += log.ib_open_failed[:2]
+            conf = CERTAIN
+        if log.verbs_provider_missing:
+            reasons.append(
+                "libibverbs has no userspace driver for the uverbs device "
+                "(ibverbs-providers/libmlx5 missing)"
+            )
+            lines += log.verbs_provider_missing[:1]
+            conf = CERTAIN
+        if "1" in log.env_values("NCCL_IB_DISABLE"):
+            reasons.append("NCCL_IB_DISABLE=1 turns InfiniBand/RoCE off")
+            lines += log.env_lines("NCCL_IB_DISABLE")[:1]
+            conf = CERTAIN
+        if {v.lower() for v in log.env_values("NCCL_NET")} & {"socket"}:
+            reasons.append("NCCL_NET=Socket forces TCP")
+            lines += log.env_lines("NCCL_NET")[:1]
+            conf = CERTAIN
+        ipoib = sorted(
+            n for n in {*log.socket_ifaces, *log.bootstrap_ifaces} if IPOIB_IFACE.match(n)
+        )
+        if ipoib:
+            reasons.append(
+                "the sockets run over " + ", ".join(ipoib) + ", IP-over-InfiniBand "
+                "interfaces: InfiniBand hardware is there"
+            )
+            src = log.socket_ifaces.get(ipoib[0]) or log.bootstrap_ifaces.get(ipoib[0])
+            if src:
+                lines.append(src[1])
+            conf = max(conf, LIKELY)
+        expects_ib = (
+            log.env_values("NCCL_IB_HCA")
+            or "0" in log.env_values("NCCL_IB_DISABLE")
+            or any(re.search(r"ib|rdma|sharp", p, re.I) for p, _ in log.plugins)
+        )
+        if log.ib_missing and expects_ib:
+            reasons.append(
+                "the job asks for InfiniBand (NCCL_IB_HCA / NCCL_IB_DISABLE=0 / an "
+                "RDMA plugin) yet NET/IB finds no device where it runs"
+            )
+            lines += log.ib_missing[:1]
+            conf = max(conf, LIKELY)
+        if log.ib_devices:
+            reasons.append(
+                "NET/IB lists " + ", ".join(sorted(log.ib_devices)) + " yet traffic is TCP"
+            )
+            lines += log.ib_using[:1]
+            conf = max(conf, LIKELY)
+        missing = ""
+        if log.verbs_missing and not reasons:
+            reasons.append(
+                "NCCL could not load libibverbs, so it never looked for RDMA NICs "
+                "and fell back to TCP sockets"
+            )
+            lines += log.verbs_missing[:1]
+            missing = "whether the nodes have InfiniBand/RoCE NICs: `ibv_devinfo` on a node"
+        if not reasons:
+            continue
+        ifaces = ", ".join(sorted(log.socket_ifaces)) or "the socket interfaces"
+        hits.append(
+            Hit(
+                "socket_fallback",
+                first(lines + sock[:1], 4),
+                "; ".join(reasons) + f". NCCL moves inter-node data over {ifaces} with TCP",
+                conf,
+                severity=None if conf > POSSIBLE else "medium",
+                missing=missing,
+                source=log.source,
+            )
+        )
+    return hits
+
+
+@detector("socket_transport")
+def _socket_transport(job: Job) -> list[Hit]:
+    hits = []
+    fallback = {h.source for h in _socket_fallback(job)}
+    for log in job.logs:
+        sock = _uses_sockets(log)
+        if sock and log.multi_node and log.source not in fallback and not log.ofi_errors:
+            ifaces = ", ".join(sorted(log.socket_ifaces)) or "TCP"
+            hits.append(
+                Hit(
+                    "socket_transport",
+                    first(sock, 2),
+                    f"NET/Socket over {ifaces}",
+                    LIKELY,
+                    source=log.source,
+                )
+            )
+    return hits
+
+
+@detector("uneven_nodes")
+def _uneven_nodes(job: Job) -> list[Hit]:
+    hosts = job.hosts()
+    with_nics = {h: v for h, v in hosts.items() if v.nics}
+    if len(with_nics) < 2:
+        return []
+    counts = Counter(len(v.nics) for v in with_nics.values())
+    links = {frozenset(v.nics.values()) for v in with_nics.values()}
+    if len(counts) < 2 and len(links) < 2:
+        return []
+    desc = "; ".join(f"{h}: {len(v.nics)} NIC(s)" for h, v in sorted(with_nics.items()))
+    lines = [v.nic_line for v in with_nics.values() if v.nic_line is not None]
+    return [
+        Hit(
+            "uneven_nodes",
+            first(lines, 3),
+            f"NET/IB lists different NICs per host ({desc})",
+            CERTAIN,
+        )
+    ]
+
+
+# --- plugins ------------------------------------------------------------------------------------
+
+
+@detector("efa_unavailable")
+def _efa_unavailable(job: Job) -> list[Hit]:
+    errs = _lines(job, "ofi_errors")
+    if not errs:
+        return []
+    return [
+        Hit(
+            "efa_unavailable",
+            first(errs),
+            "aws-ofi-nccl found no usable libfabric provider (EFA) where the job runs",
+            CERTAIN,
+        )
+    ]
+
+
+@detector("net_plugin_mismatch")
+def _net_plugin_mismatch(job: Job) -> list[Hit]:
+    hosts = job.hosts()
+    loaded = {h: v for h, v in hosts.items() if v.plugin_lines}
+    absent = {h: v for h, v in hosts.items() if v.plugin_absent and not v.plugin_lines}
+    if loaded and absent:
+        lines = [
+            next(iter(loaded.values())).plugin_lines[0],
+            next(iter(absent.values())).plugin_absent[0],
+        ]
+        return [
+            Hit(
+                "net_plugin_mismatch",
+                lines,
+                f"a NET plugin loads on {', '.join(sorted(loaded))} but not on "
+                f"{', '.join(sorted(absent))}",
+                CERTAIN,
+            )
+        ]
+    nets = {h: v.networks.most_common(1)[0][0] for h, v in hosts.items() if v.networks}
+    if len(set(nets.values())) > 1:
+        lines = [v.network_lines[0] for v in hosts.values() if v.network_lines]
+        desc = "; ".join(f"{h}: {n}" for h, n in sorted(nets.items()))
+        return [
+            Hit(
+                "net_plugin_mismatch",
+                first(lines, 3),
+                f"hosts use different networks ({desc})",
+                LIKELY,
+            )
+        ]
+    return []
+
+
+# --- bootstrap and sockets ----------------------------------------------------------------------
+
+
+@detector("socket_ifname")
+def _socket_ifname(job: Job) -> list[Hit]:
+    hits: list[Hit] = []
+    ifname, iflines = _env(job, "NCCL_SOCKET_IFNAME")
+    errs = job.all("iface_errors")
+    hard = [ln for k, ln in errs if k in ("none", "create", "subnet")]
+    family = [ln for k, ln in errs if k == "family"]
+    setting = f"NCCL_SOCKET_IFNAME={sorted(ifname)[0]}" if ifname else "NCCL_SOCKET_IFNAME"
+    if hard:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(hard + iflines[:1]),
+                f"NCCL finds no usable "
+                f"socket interface ({setting} matches none that is up, or none exists)",
+                CERTAIN,
+            )
+        )
+    elif family:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(family + iflines[:1]),
+                "bootstrap connects to a "
+                "garbage address: NCCL found no interface to advertise ("
+                f"{setting} matching nothing, NVIDIA/nccl#1837)",
+                LIKELY,
+                missing="the 'Bootstrap : Using' line of every rank",
+            )
+        )
+    noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
+    if noroute and not hits:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(noroute + iflines[:1]),
+                "a peer's address is "
+                "not routable from here: NCCL advertises an interface the other hosts "
+                "cannot reach",
+                LIKELY,
+            )
+        )
+    if not hits and job.multi_node:
+        bad: list[tuple[str, Line]] = []
+        for log in job.logs:
+            for name, (_, ln) in {**log.socket_ifaces, **log.bootstrap_ifaces}.items():
+                if VIRTUAL_IFACE.match(name):
+                    bad.append((name, ln))
+        if bad:
+            names = sorted({n for n, _ in bad})
+            hits.append(
+                Hit(
+                    "socket_ifname",
+                    first([ln for _, ln in bad], 2),
+                    "NCCL uses " + ", ".join(names) + " (loopback or container/VM bridges) between "
+                    "hosts: connections over them do not route",
+                    LIKELY,
+                    severity="medium",
+                )
+            )
+    return hits
+
+
+@detector("bootstrap_unreachable")
+def _bootstrap_unreachable(job: Job) -> list[Hit]:
+    store = _lines(job, "store_errors")
+    if store:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(store),
+                "the ranks cannot reach the c10d rendezvous store (MASTER_ADDR:MASTER_PORT)",
+                CERTAIN,
+            )
+        ]
+    sock = [ln for k, ln in job.all("socket_errors") if k in ("refused", "abort", "timeout")]
+    if sock:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(sock),
+                "socket connections between the ranks are refused, aborted or time out",
+                LIKELY,
+            )
+        ]
+    system = _lines(job, "system_errors")
+    explained = (
+        job.all("socket_errors")
+        or job.all("iface_errors")
+        or job.all("shm_space")
+        or job.all("completions")
+        or job.all("modify_qp")
+        or job.all("verbs_nomem")
+        or job.all("remote_errors")
+        or job.all("warnings")
+    )
+    if system and not explained:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(system, 2),
+                "ncclSystemError (a socket or system call failed) with no NCCL line saying "
+                "which: most often the ranks cannot connect to each other",
+                POSSIBLE,
+                missing="the NCCL WARN line before the error (NCCL_DEBUG=WARN)",
+            )
+        ]
+    return []
+
+
+# --- timeouts and dead peers --------------------------------------------------------------------
+
+
+@detector("collective_timeout")
+def _collective_timeout(job: Job) -> list[Hit]:
+    timeouts = job.all("timeouts")
+    work = job.all("watchdog_work")
+    other = _lines(job, "watchdog_other")
+    desync = _lines(job, "desync")
+    if not (timeouts or work or other or desync):
+        return []
+    ops = Counter((t.op, t.seq) for t in timeouts)
+    title = None
+    reason_parts: list[str] = []
+    if ops:
+        (op, seq), _ = ops.most_common(1)[0]
+        title = f"Watchdog timeout in {op or 'a collective'}" + (
+            f" (SeqNum {seq})" if seq is not None else ""
+        )
+        ranks = sorted(
+            {t.rank for t in timeouts if t.rank is not None and t.op == op and t.seq == seq}
+        )
+        t0 = next(t for t in timeouts if t.op == op and t.seq == seq)
+        if ranks:
+            reason_parts.append(f"rank(s) {', '.join(map(str, ranks))} waited in {op}")
+        if t0.numel_in:
+            reason_parts.append(f"{t0.numel_in:,} elements")
+        if t0.timeout_ms:
+            reason_parts.append(f"past the {t0.timeout_ms / 1e3:,.0f} s timeout")
+        seqs = sorted({t.seq for t in timeouts if t.seq is not None})
+        if len(seqs) > 1:
+            reason_parts.append(
+                "the ranks report different SeqNums ("
+                + ", ".join(map(str, seqs[:6]))
+                + "): they are out of step, one rank took another path through the code"
+            )
+    completed = sorted({c for _, w, _, c, _ in work})
+    if completed:
+        reason_parts.append(f"last completed work {max(completed)}")
+    world = max((log.world_size or 0 for log in job.logs), default=0)
+    reporting = {t.rank for t in timeouts if t.rank is not None} | {
+        r for r, *_ in work if r is not None
+    }
+    if world and reporting and len(reporting) < world:
+        missing = sorted(set(range(world)) - reporting)
+        reason_parts.append(f"rank(s) {', '.join(map(str, missing[:16]))} did not report")
+    if desync:
+        reason_parts.append("the desync report names the rank that did not join")
+    lines = first(desync + [t.line for t in timeouts] + [w[-1] for w in work] + other, 4)
+    return [
+        Hit(
+            "collective_timeout",
+            lines,
+            "; ".join(reason_parts) or "PyTorch's watchdog aborted a collective",
+            CERTAIN,
+            title=title,
+        )
+    ]
+
+
+@detector("peer_exited")
+def _peer_exited(job: Job) -> list[Hit]:
+    remote = _lines(job, "remote_errors")
+    closed = [ln for k, ln in job.all("socket_errors") if k == "closed"]
+    if not (remote or closed):
+        return []
+    if job.all("completions") or job.all("async_events"):
+        return []  # NCCL's own network error explains it
+    conf = LIKELY if closed else POSSIBLE
+    return [
+        Hit(
+            "peer_exited",
+            first(closed + remote, 3),
+            "connections to a peer were closed "
+            "or reset: that process died (crash, OOM kill) or its network failed",
+            conf,
+        )
+    ]
+
+
+# --- IB / RoCE verbs ----------------------------------------------------------------------------
+
+
+def _completion_lines(job: Job, statuses: set[int]) -> list[Line]:
+    return [ln for st, _, ln in job.all("completions") if st in statuses]
+
+
+@detector("ib_link_error")
+def _ib_link_error(job: Job) -> list[Hit]:
+    events = [(e, ln) for e, ln in job.all("async_events") if "GID" not in e]
+    fatal = [ln for e, ln in events if re.search(r"port error|catastrophic|fatal", e, re.I)]
+    if fatal:
+        return [
+            Hit(
+                "ib_link_error",
+                first(fatal),
+                "the NIC reports port errors / fatal events: the link went down under the job",
+                CERTAIN,
+            )
+        ]
+    timeouts = _completion_lines(job, {12, 13})
+    if timeouts:
+        return [
+            Hit(
+                "ib_link_error",
+                first(timeouts),
+                "IB work completions failed with status "
+                "12 (transport retry counter exceeded): the peer's NIC stopped acknowledging",
+                LIKELY,
+            )
+        ]
+    flushed = _completion_lines(job, {5, -1})
+    if flushed:
+        return [
+            Hit(
+                "ib_link_error",
+                first(flushed),
+                "IB/EFA work requests were flushed or "
+                "undeliverable: the connection to the peer broke",
+                LIKELY,
+            )
+        ]
+    remote = _lines(job, "remote_errors")
+    if remote:
+        return [
+            Hit(
+                "ib_link_error",
+                first(remote, 2),
+                "NCCL's remote error means a peer exited or the network between them failed",
+                POSSIBLE,
+                missing="NET/IB warnings (completion errors, port events) on any rank",
+            )
+        ]
+    return []
+
+
+@detector("ib_qp_unreachable")
+def _ib_qp_unreachable(job: Job) -> list[Hit]:
+    qp = [ln for k, ln in job.all("modify_qp") if k in ("ETIMEDOUT", "ENETUNREACH")]
+    if qp:
+        return [
+            Hit(
+                "ib_qp_unreachable",
+                first(qp),
+                "moving the QP to RTR timed out or found "
+                "no route: the two NICs cannot reach each other (different rails or "
+                "partitions)",
+                LIKELY,
+            )
+        ]
+    timeouts = _completion_lines(job, {12})
+    if timeouts:
+        return [
+            Hit(
+                "ib_qp_unreachable",
+                first(timeouts, 2),
+                "completion timeouts (status 12) "
+                "are also what NICs that cannot reach each other print",
+                POSSIBLE,
+                missing="whether any transfer succeeded before: `ib_write_bw` between them",
+            )
+        ]
+    return []
+
+
+@detector("roce_gid")
+def _roce_gid(job: Job) -> list[Hit]:
+    gid = [ln for e, ln in job.all("async_events") if "GID" in e]
+    if gid:
+        return [
+            Hit(
+                "roce_gid",
+                first(gid),
+                "the RoCE GID table changed under the running job: "
+                "QPs built on the old GID can no longer reach their peers",
+                CERTAIN,
+            )
+        ]
+    einval = [ln for k, ln in job.all("modify_qp") if k == "EINVAL"]
+    if einval:
+        return [
+            Hit(
+                "roce_gid",
+                first(einval),
+                "ibv_modify_qp rejected the address (EINVAL): NCCL's own hint is a wrong GID index",
+                LIKELY,
+            )
+        ]
+    hw_links = {d.link for log in job.logs for d, _ in log.ib_devices.values()}
+    roce_or_unknown = not hw_links or "RoCE" in hw_links
+    gid_set, _ = _env(job, "NCCL_IB_GID_INDEX")
+    qp = [ln for k, ln in job.all("modify_qp") if k == "ETIMEDOUT"]
+    timeouts = _completion_lines(job, {12})
+    if (qp or timeouts) and roce_or_unknown:
+        return [
+            Hit(
+                "roce_gid",
+                first(qp + timeouts, 2),
+                "on RoCE the same failure comes from a "
+                "GID that does not route (link-local IPv6 or RoCE v1)"
+                + (f"; NCCL_IB_GID_INDEX={sorted(gid_set)[0]} is forced" if gid_set else ""),
+                POSSIBLE,
+                missing="`show_gids` on both hosts",
+            )
+        ]
+    return []
+
+
+@detector("memlock")
+def _memlock(job: Job) -> list[Hit]:
+    lines = _lines(job, "verbs_nomem")
+    if not lines:
+        return []
+    conf = CERTAIN if any("Cannot allocate memory" in ln.text for ln in lines) else LIKELY
+    return [
+        Hit(
+            "memlock",
+            first(lines),
+            "the verbs library cannot pin memory for the NIC "
+            "(ENOMEM from ibv_reg_mr/ibv_create_cq): the locked-memory limit",
+            conf,
+        )
+    ]
+
+
+@detector("ib_hca_select")
+def _ib_hca_select(job: Job) -> list[Hit]:
+    mix = _lines(job, "hca_mix")
+    if mix:
+        return [
+            Hit(
+                "ib_hca_select",
+                first(mix),
+                "NCCL refuses to pair NICs of different link layers",
+                CERTAIN,
+            )
+        ]
+    for log in job.logs:
+        links = Counter(d.link for d, _ in log.ib_devices.values())
+        if len(links) > 1:
+            odd = sorted(
+                n for n, (d, _) in log.ib_devices.items() if d.link == links.most_common()[-1][0]
+            )
+            return [
+                Hit(
+                    "ib_hca_select",
+                    first(log.ib_using, 1),
+                    "NET/IB uses NICs of mixed "
+                    f"link layers ({', '.join(f'{n} {k}' for k, n in links.items())}): "
+                    + ", ".join(odd)
+                    + " is the odd one out",
+                    LIKELY,
+                )
+            ]
+    hca, hlines = _env(job, "NCCL_IB_HCA")
+    missing = _lines(job, "ib_missing")
+    if hca and missing and not any(log.ib_devices for log in job.logs):
+        return [
+            Hit(
+                "ib_hca_select",
+                first(hlines[:1] + missing[:1]),
+                f"NCCL_IB_HCA={sorted(hca)[0]} is set and NET/IB finds no device",
+                POSSIBLE,
+                missing="`ibv_devinfo` names on that host",
+            )
+        ]
+    return []
+
+
+# --- GPUDirect RDMA -----------------------------------------------------------------------------
+
+
+@detector("gdr_acs")
+def _gdr_acs(job: Job) -> list[Hit]:
+    prot = _completion_lines(job, {4})
+    if prot:
+        return [
+            Hit(
+                "gdr_acs",
+                first(prot),
+                "IB completions fail with status 4 (local protection "
+                "error): the NIC's DMA into GPU memory is refused on the PCIe path",
+                CERTAIN,
+            )
+        ]
+    viol = _lines(job, "access_violation")
+    if viol:
+        return [
+            Hit(
+                "gdr_acs",
+                first(viol),
+                "the QP hit a local access violation: the NIC "
+                "cannot reach the registered (GPU) memory",
+                LIKELY,
+            )
+        ]
+    return []
+
+
+@detector("gdr_off")
+def _gdr_off(job: Job) -> list[Hit]:
+    hits = []
+    hw = None
+    for log in job.logs:
+        no_reason = [ln for d, _, ln in log.gdr_disabled if d is None]
+        net = [c for c in log.net_connections if c.net and "socket" not in c.net.lower()]
+        without = [c for c in net if not c.gdr]
+        if no_reason:
+            hits.append(
+                Hit(
+                    "gdr_off",
+                    first(no_reason + [c.line for c in without], 3),
+                    "NCCL reports GPU Direct RDMA disabled for the HCA with no distance "
+                    "reason: no peer-memory module or DMA-BUF support is registered",
+                    CERTAIN,
+                    source=log.source,
+                )
+            )
+            continue
+        if not without or any(d is not None for d, _, _ in log.gdr_disabled):
+            continue
+        efa = log.net_transport == "EFA"
+        if efa:
+            hw = hw or job.hardware()
+            if hw.gpu not in EFA_GDR_GPUS:
+                continue  # EFA carries GDR only on p4d and later instance types
+        if len(without) < len(net):
+            hosts_off = sorted({c.line.host or "?" for c in without})
+            hits.append(
+                Hit(
+                    "gdr_off",
+                    first([c.line for c in without] + [c.line for c in net if c.gdr], 3),
+                    f"{len(without)} of {len(net)} NET connections use GPUDirect RDMA and "
+                    f"the others do not (on {', '.join(hosts_off)}): the peer-memory "
+                    "module is missing on some nodes",
+                    CERTAIN,
+                    source=log.source,
+                )
+            )
+        else:
+            hits.append(
+                Hit(
+                    "gdr_off",
+                    first([c.line for c in without], 2),
+                    f"none of the {len(net)} NET connections shows /GDRDMA",
+                    LIKELY,
+                    source=log.source,
+                )
+            )
+    return hits
+
+
+# --- topology -----------------------------------------------------------------------------------
+
+
+@detector("nic_far")
+def _nic_far(job: Job) -> list[Hit]:
+    lines: list[Line] = []
+    kinds: set[str] = set()
+    conf = LIKELY
+    for log in job.logs:
+        if log.single_node:
+            continue
+        for d, _level, ln in log.gdr_disabled:
+            if d is not None:
+                lines.append(ln)
+                kinds.add("distance")
+                conf = CERTAIN
+        for g in log.graphs:
+            if g.type_inter in FAR_PATHS:
+                lines.append(g.line)
+                kinds.add(g.type_inter)
+                conf = CERTAIN
+        best: dict[str, tuple[int, str, Line]] = {}
+        for gpu, _net, kind, ln in log.gpu_net_paths:
+            r = PATH_ORDER.index(kind) if kind in PATH_ORDER else len(PATH_ORDER)
+            if gpu not in best or r < best[gpu][0]:
+                best[gpu] = (r, kind, ln)
+        for _, kind, ln in best.values():
+            if kind in FAR_PATHS:
+                lines.append(ln)
+                kinds.add(kind)
+        for _dev, kind, ln in log.nic_distances:
+            if kind in FAR_PATHS:
+                lines.append(ln)
+                kinds.add(kind)
+    if not lines:
+        return []
+    where = (
+        "NCCL turned GPUDirect RDMA off because the NIC is too far from the GPU"
+        if "distance" in kinds
+        else "the NIC sits "
+        + (
+            "on the other NUMA node (SYS)"
+            if "SYS" in kinds
+            else "behind the CPU's host bridge (PHB/NODE), not on the GPU's PCIe switch"
+        )
+    )
+    return [Hit("nic_far", first(lines, 3), where, conf)]
+
+
+@detector("few_channels")
+def _few_channels(job: Job) -> list[Hit]:
+    hits = []
+    for log in job.logs:
+        low = []
+        for name in ("NCCL_MAX_NCHANNELS", "NCCL_MAX_CTAS"):
+            for value, ln in log.env.get(name, []):
+                if value.isdigit() and int(value) < 8:
+                    low.append((name, value, ln))
+        channels = max([c for c, _ in log.coll_channels] + [log.ring_channels or 0]) or None
+        nics = len(log.ib_devices)
+        few = (
+            channels is not None
+            and nics >= 2
+            and log.net_transport in ("IB", "RoCE")
+            and channels < nics
+        )
+        if not low and not few:
+            continue
+        parts = []
+        if low:
+            parts.append("capped by " + ", ".join(f"{n}={v}" for n, v, _ in low))
+        if few:
+            parts.append(f"{channels} channel(s) for {nics} NICs: some NICs carry nothing")
+        lines = [ln for *_, ln in low] + [ln for _, ln in log.coll_channels[:1]]
+        hits.append(
+            Hit(
+                "few_channels",
+                first(lines, 2),
+                "; ".join(parts),
+                CERTAIN if low else LIKELY,
+                source=log.source,
+            )
+        )
+    return hits
+
+
+# --- performance (nccl-tests, traces) ------------------------------------------------------------
+
+
+@detector("busbw_low")
+def _busbw_low(job: Job) -> list[Hit]:
+    hits = []
+    for t in job.tests:
+        c = t.comparison
+        if not c or not (0 < c["ratio"] < 0.7):
+            continue
+        hits.append(
+            Hit(
+                "busbw_low",
+                [t.line] if t.line else [],
+                _busbw_text(t),
+                CERTAIN,
+                severity="high" if c["ratio"] < 0.5 else "medium",
+                source=t.source,
+            )
+        )
+    return hits
+
+
+def _busbw_text(t: object) -> str:
+    c = t.comparison  # type: ignore[attr-defined]
+    sizes = c["compared_sizes"]
+    span = _size(sizes[0]) + (f" to {_size(sizes[-1])}" if len(sizes) > 1 else "")
+    return (
+        f"{c['op']} on {c['ranks']} ranks: median busbw over the {len(sizes)} size(s) from "
+        f"{span} is {c['measured_busbw_GBps']:,.1f} GB/s, {c['ratio']:.0%} of the "
+        f"{c['model_busbw_GBps']:,.1f} GB/s the model gives for {c['layout']}"
+        + (f" (assumed: {'; '.join(c['assumptions'])})" if c.get("assumptions") else "")
+    )
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:,.0f} {unit}"
+    return f"{n:,} B"
+
+
+@detector("model_assumption")
+def _model_assumption(job: Job) -> list[Hit]:
+    hits = []
+    for t in job.tests:
+        c = t.comparison
+        if c and c["ratio"] > 1.3:
+            hits.append(
+                Hit(
+                    "model_assumption",
+                    [t.line] if t.line else [],
+                    _busbw_text(t),
+                    CERTAIN,
+                    source=t.source,
+                )
+            )
+    return hits
+
+
+@detector("straggler")
+def _straggler(job: Job) -> list[Hit]:
+    tr = job.trace
+    if tr is None or tr.step_s <= 0 or tr.straggler is None:
+        return []
+    s = tr.straggler
+    others = [r for r in tr.ranks if r is not s and r.steps]
+    where = f"rank {s.rank}" + (f" on {s.host}" if s.host else "")
+    exposed = [r.median("exposed_s") for r in others] or [0.0]
+    reason = (
+        f"{where} spends {s.median('outside_comm_s') * 1e3:,.1f} ms per step outside "
+        f"communication, {tr.straggler_excess_s * 1e3:,.1f} ms more than the others' median; "
+        f"the others wait in their collectives (exposed {min(exposed) * 1e3:,.1f}-"
+        f"{max(exposed) * 1e3:,.1f} ms against {s.median('exposed_s') * 1e3:,.1f} ms on {where})"
+    )
+    return [
+        Hit(
+            "straggler",
+            [],
+            reason,
+            CERTAIN,
+            severity="high" if tr.straggler_excess_s / tr.step_s > 0.2 else "medium",
+            title=f"Straggler: {where}",
+            cost_s=tr.straggler_excess_s,
+            step_s=tr.step_s,
+            cost_basis="the straggler's median excess over the others per step",
+            source=s.source,
+        )
+    ]
+
+
+@detector("exposed_comm")
+def _exposed_comm(job: Job) -> list[Hit]:
+    tr = job.trace
+    if tr is None or tr.step_s <= 0:
+        return []
+    share = tr.exposed_share
+    own = tr.exposed_s if tr.straggler is None else max(tr.straggler.median("exposed_s"), 0.0)
+    reason = (
+        f"per step, ranks spend {tr.comm_s * 1e3:,.1f} ms in collectives, "
+        f"{tr.exposed_s * 1e3:,.1f} ms of it not hidden behind compute ({share:.1%} of a "
+        f"{tr.step_s * 1e3:,.1f} ms step)"
+        + (" - most of it waiting for the straggler" if tr.straggler is not None else "")
+    )
+    if job.plan is not None:
+        p = job.plan
+        reason += (
+            f". The model predicts {p['predicted_exposed_comm_s'] * 1e3:,.1f} ms exposed and a "
+            f"{p['predicted_step_s'] * 1e3:,.1f} ms step for this job's layout"
+        )
+    sev = "high" if share > 0.3 else "medium" if share > 0.1 else "info"
+    return [
+        Hit(
+            "exposed_comm",
+            [],
+            reason,
+            CERTAIN,
+            severity=sev,
+            title=f"Exposed communication: {share:.0%} of the step",
+            cost_s=own,
+            step_s=tr.step_s,
+            cost_basis="communication left exposed per step",
+        )
+    ]
+
+
+@detector("idle")
+def _idle(job: Job) -> list[Hit]:
+    tr = job.trace
+    if tr is None or tr.step_s <= 0 or tr.idle_share <= 0.1 or tr.straggler is not None:
+        return []
+    return [
+        Hit(
+            "idle",
+            [],
+            f"{tr.idle_share:.0%} of the step has neither compute nor communication",
+            CERTAIN,
+            title=f"Ranks idle {tr.idle_share:.0%} of the step",
+            cost_s=tr.idle_share * tr.step_s,
+            step_s=tr.step_s,
+            cost_basis="idle time per step",
+        )
+    ]
+
+
+@detector("nccl_errors")
+def _nccl_errors(job: Job) -> list[Hit]:
+    """Filled in by `leftovers` once every other detector has run (it needs their lines)."""
+    return []
+
+
+def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
+    """WARN lines and error lines no other hit quotes or explains."""
+    quoted = {(ln.source, ln.number) for h in hits for ln in h.lines}
+    explained_msgs = (
+        "Cuda failure",
+        "NET/IB",
+        "Got completion",
+        "socket",
+        "Socket",
+        "shared memory",
+        "Duplicate GPU",
+        "libibverbs",
+        "ibv_",
+        "NET/OFI",
+        "Connect",
+        "connect",
+        "Connection",
+        "P2P",
+        "peer",
+        "Bootstrap",
+        "GPU Direct",
+        "Call to",
+        "async",
+        "timed out",
+        "nvls",
+    )
+    covered = {ln.number for h in hits for ln in h.lines}
+    rest: list[Line] = []
+    for log in job.logs:
+        for ln in log.warnings:
+            if (ln.source, ln.number) in quoted or ln.number in covered:
+                continue
+            if hits and any(k in ln.text for k in explained_msgs):
+                continue
+            rest.append(ln)
+    if not rest:
+        return []
+    return [Hit("nccl_errors", first(rest, 3), "", POSSIBLE)]
