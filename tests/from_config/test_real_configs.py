@@ -29,10 +29,9 @@ def test_megatron_llama3_8b_fp8_script(run_cli) -> None:  # type: ignore[no-unty
     """examples/llama/train_llama3_8b_h100_fp8.sh: TP_SIZE=1 CP_SIZE=1 (pp commented out),
     MICRO_BATCH_SIZE=1 GLOBAL_BATCH_SIZE=128, 1 node × 8 (torchrun), --fp8-format hybrid,
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather, no
-    recomputation. The model's memory refuses this published layout without recomputation
-    (issue 21), so the test recomputes fully; the rest is the file's."""
+    recomputation."""
     files = _files("megatron/train_llama3_8b_h100_fp8.sh")
-    d, err = _plan(run_cli, files, "--gpu", "H100-SXM", "--recompute", "full")
+    d, err = _plan(run_cli, files, "--gpu", "H100-SXM")
     lay = d["layout"]
     assert (lay["tp"], lay["pp"], lay["cp"], lay["dp"]) == (1, 1, 1, 8)
     assert (lay["micro_batch"], lay["global_batch"], lay["zero"]) == (1, 128, 1)
@@ -42,10 +41,10 @@ def test_megatron_llama3_8b_fp8_script(run_cli) -> None:  # type: ignore[no-unty
     assert req["model"] == "custom" and req["layers"] == 32 and req["kv_heads"] == 8
     assert req["head_dim"] == 128 and req["vocab"] == 128256 and req["seq_len"] == 8192
     assert req["reduce_dtype"] == "bf16" and req["gated_mlp"] is True
-    assert "the command line overrides: --recompute" in err
+    assert lay["recompute"] == "none"
     assert "--fp8-recipe delayed (Megatron-LM's --fp8-recipe default)" in err
     # every ignored key is named with its line
-    ignored = read_configs(files, {"gpu": "H100-SXM", "recompute": "full"}).ignored
+    ignored = read_configs(files, {"gpu": "H100-SXM"}).ignored
     assert f"ignored ({len(ignored)} settings" in err and len(ignored) > 40
     for key in (":86 --lr", ":138 --tokenizer-type", ":50 --node_rank", ":65"):
         assert key in err.replace("\n    ", " ")
