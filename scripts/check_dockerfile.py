@@ -38,7 +38,7 @@ def package_version() -> str:
     return found.group(1)
 
 
-def problems(text: str, version: str, ignore: str) -> list[str]:
+def problems(text: str, version: str, ignore: str) -> list[str]:  # noqa: C901
     ins = instructions(text)
     args = dict(r.split("=", 1) for w, r in ins if w == "ARG" and "=" in r)
     bad = []

@@ -95,8 +95,8 @@ def _env(workdir: Path) -> dict[str, str]:
 
 def _run(argv: list[str], workdir: Path) -> subprocess.CompletedProcess[str]:
     exe = [sys.executable, "-m", "bandwall", *argv[1:]]
-    # the README's relative paths (tests/data/...) are relative to the checkout
-    args = [str(ROOT / a) if a.startswith("tests/data/") else a for a in exe]
+    # the README's relative paths (tests/data/..., examples/...) are relative to the checkout
+    args = [str(ROOT / a) if a.startswith(("tests/data/", "examples/")) else a for a in exe]
     return subprocess.run(
         args, cwd=workdir, env=_env(workdir), capture_output=True, text=True, timeout=600
     )

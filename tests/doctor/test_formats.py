@@ -29,7 +29,7 @@ class _Iterations:
 def _attach(job: Job, result: list[float], item: Input) -> bool:
     if not result:
         return False
-    job.extra.setdefault("training-log", []).append(result)
+    job.extra.setdefault("iteration-times", []).append(result)
     return True
 
 
@@ -38,7 +38,7 @@ def training_format() -> Iterator[None]:
     before = list(FORMATS)
     register_format(
         Format(
-            name="training-log",
+            name="iteration-times",
             detect=lambda sample: "elapsed time per iteration" in sample,
             start=_Iterations,
             attach=_attach,
@@ -60,8 +60,9 @@ def test_a_new_format_is_one_entry(tmp_path: Path, training_format: None) -> Non
         "node1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
     )
     diag = diagnose([str(log)])
-    assert diag.inputs[0].kinds == ["nccl-log", "training-log"]
-    assert diag.job.extra["training-log"] == [[812.5, 790.0]]
+    # the built-in training-log format reads the Megatron lines too; the new one comes last
+    assert diag.inputs[0].kinds == ["nccl-log", "training-log", "iteration-times"]
+    assert diag.job.extra["iteration-times"] == [[812.5, 790.0]]
     other = tmp_path / "other.log"
     other.write_text("node1:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n")
     assert diagnose([str(other)]).inputs[0].kinds == ["nccl-log"]

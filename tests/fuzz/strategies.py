@@ -382,7 +382,7 @@ FILE_KINDS = (
 )
 
 
-def make_file(kind: str, folder: Path) -> str:
+def make_file(kind: str, folder: Path) -> str:  # noqa: C901
     """A path of the given hostile kind inside `folder` (or a system path)."""
     folder.mkdir(parents=True, exist_ok=True)
     p = folder / f"f-{kind}"

@@ -237,7 +237,7 @@ def collective(
         console.print(f"* {line}", style="dim")
 
 
-@with_request_options()
+@with_request_options(configs=True)
 def plan(
     fields: dict[str, Any],
     as_json: JsonOption = False,
@@ -267,7 +267,7 @@ def _split(text: str, field: str) -> list[str]:
     return items
 
 
-@with_request_options(skip=("preset",))
+@with_request_options(skip=("preset",), configs=True)
 def compare(
     fields: dict[str, Any],
     presets_: Annotated[
@@ -307,7 +307,7 @@ def compare(
         console.print(table)
 
 
-@with_request_options(multi=True)
+@with_request_options(multi=True, configs=True)
 def sweep(
     fields: dict[str, Any],
     output: Annotated[
@@ -353,7 +353,7 @@ def sweep(
         console.print(sweep_table(table, list(axes), top))
 
 
-@with_request_options(skip=("gpus",))
+@with_request_options(skip=("gpus",), configs=True)
 def scale(
     fields: dict[str, Any],
     gpus: Annotated[
@@ -477,15 +477,19 @@ def validate(
     )
 
 
-@with_request_options()
+@with_request_options(configs=True)
 def calibrate(
     fields: dict[str, Any],
     results: Annotated[
         str | None, typer.Argument(help="Run id, 'latest' or an export JSON.")
     ] = None,
     name: Annotated[
-        str, typer.Option(help="Profile name: use it as --fabric measured:NAME.")
-    ] = "my-fabric",
+        str | None,
+        typer.Option(
+            help="Profile name: use it as --fabric measured:NAME (default my-fabric), or with "
+            "--from-log as --profile NAME (default my-cluster)."
+        ),
+    ] = None,
     rate: Annotated[
         str | None, typer.Option(help="Nominal link rate (default: the lab rate the run recorded).")
     ] = None,
@@ -498,14 +502,31 @@ def calibrate(
             "plan options).",
         ),
     ] = None,
+    from_log: Annotated[
+        str | None,
+        typer.Option(
+            "--from-log",
+            help="A training log (Megatron, NeMo, torchtitan, DeepSpeed, HF Trainer): fit "
+            "the cluster's compute efficiency to it (give the job with --from CONFIG); save "
+            "it for plan --profile NAME.",
+        ),
+    ] = None,
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
     as_json: JsonOption = False,
+    from_result: Any = None,
 ) -> None:
     """Fit a fabric profile (latency, bandwidth per size range and op, jitter) to a stored
-    bench run, or the compute efficiency to profiler traces (--from-trace)."""
+    bench run, the compute efficiency to profiler traces (--from-trace), or a compute profile
+    to a training log (--from-log)."""
     from bandwall.measure.calibrate import fit_run, load_run, nominal_rate_Gbps, save_profile
     from bandwall.units import parse_rate_Gbps, parse_size
 
+    if from_log:
+        from bandwall.cli.from_config import calibrate_from_log
+
+        calibrate_from_log(from_log, fields, from_result, name or "my-cluster", as_json)
+        return
+    name = name or "my-fabric"
     if from_trace:
         from bandwall.cli.doctor import calibrate_from_trace
 

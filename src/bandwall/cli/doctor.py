@@ -67,7 +67,8 @@ DESCRIPTION = (
 EPILOG = (
     "Hardware for the nccl-tests comparison: --fabric, --gpu, --gpus-per-node (default: read "
     "from the logs; never assumed). The traced job, to compare with the planner: the plan "
-    "options of `bandwall plan` (--model, --gpus, --tp, ...). Exit status: 0 clean, 1 a "
+    "options of `bandwall plan` (--model, --gpus, --tp, ...) or --from CONFIG (a training "
+    "log is then compared with the model; docs/from-config.md). Exit status: 0 clean, 1 a "
     "finding at or above --fail-on, 2 bad input. See docs/doctor.md."
 )
 
@@ -175,7 +176,8 @@ def _parser() -> argparse.ArgumentParser:
         nargs="+",
         metavar="PATHS",
         help="NCCL debug logs, nccl-tests output, torch.profiler traces (.json, "
-        ".json.gz), or folders of them.",
+        ".json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, HF Trainer), or "
+        "folders of them.",
     )
     for o in OPTIONS:
         if o.kind is bool:
@@ -236,7 +238,8 @@ def _typer_command() -> Any:
                 list[str],
                 typer.Argument(
                     help="NCCL debug logs, nccl-tests output, torch.profiler traces "
-                    "(.json, .json.gz), or folders of them."
+                    "(.json, .json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, "
+                    "HF Trainer), or folders of them."
                 ),
             ],
         ),
@@ -253,7 +256,7 @@ def _typer_command() -> Any:
         )
     doctor.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     doctor.__doc__ = DESCRIPTION + "\n\n" + EPILOG
-    return with_request_options()(doctor)
+    return with_request_options(configs=True)(doctor)
 
 
 def __getattr__(name: str) -> Any:

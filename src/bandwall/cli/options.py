@@ -142,6 +142,40 @@ def option_parameter(name: str, multi: bool) -> inspect.Parameter:
     )
 
 
+FROM_PARAMETER = inspect.Parameter(
+    "from_files",
+    inspect.Parameter.KEYWORD_ONLY,
+    default=None,
+    annotation=Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from",
+            metavar="FILE",
+            help="Read the job from a framework's own files (repeatable): a Megatron-LM "
+            "script or log, NeMo YAML, torchtitan TOML, DeepSpeed JSON, HuggingFace "
+            "config.json, a Slurm/torchrun launch line. Options given here override them.",
+            show_default=False,
+        ),
+    ],
+)
+
+
+def with_configs(files: list[str] | None, fields: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    """`fields` under the settings `--from` files give (the command line wins), and what was
+    read (None without files); the report of what was read, defaulted and ignored goes to
+    stderr."""
+    if not files:
+        return fields, None
+    from bandwall.planning.from_config import read_configs
+    from bandwall.planning.from_config.report import render
+    from bandwall.report.text import err_console
+
+    result = read_configs(files, fields)
+    for line in render(result):
+        err_console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return result.merged(fields), result
+
+
 class _RequestCommand:
     """A command whose request options are built when Typer first reads its signature.
 
@@ -149,38 +183,55 @@ class _RequestCommand:
     runs pays it, not every command defined beside it.
     """
 
-    def __init__(self, fn: Callable[..., None], names: list[str], multi: bool) -> None:
+    def __init__(
+        self, fn: Callable[..., None], names: list[str], multi: bool, configs: bool = False
+    ) -> None:
         functools.update_wrapper(self, fn)
-        self._fn, self._names, self._multi = fn, names, multi
+        # a function with its own __signature__ (doctor's) must not shadow the one built here
+        self.__dict__.pop("__signature__", None)
+        self._fn, self._names, self._multi, self._configs = fn, names, multi, configs
+
+    @functools.cached_property
+    def _params(self) -> dict[str, inspect.Parameter]:
+        return dict(inspect.signature(self._fn, eval_str=True).parameters)
 
     @functools.cached_property
     def __signature__(self) -> inspect.Signature:
-        own = [
-            p
-            for p in inspect.signature(self._fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
-        return inspect.Signature(own + [option_parameter(n, self._multi) for n in self._names])
+        own = [p for p in self._params.values() if p.name not in ("fields", "from_result")]
+        extra = [FROM_PARAMETER] if self._configs else []
+        return inspect.Signature(
+            own + extra + [option_parameter(n, self._multi) for n in self._names]
+        )
 
     def __call__(self, **kwargs: Any) -> None:
         fields = {k: kwargs.pop(k) for k in self._names if kwargs.get(k) is not None}
         for k in self._names:
             kwargs.pop(k, None)
+        if self._configs:
+            fields, result = with_configs(kwargs.pop("from_files", None), fields)
+            if "from_result" in self._params:
+                kwargs["from_result"] = result
         self._fn(fields=fields, **kwargs)
 
 
 def with_request_options(
-    *, skip: tuple[str, ...] = (), multi: bool = False, names: list[str] | None = None
+    *,
+    skip: tuple[str, ...] = (),
+    multi: bool = False,
+    names: list[str] | None = None,
+    configs: bool = False,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command taking `fields: dict` one option per request field (`names`, default
     every plan-request field).
 
-    `multi` (sweep) lets every option take a comma list, and vector fields a range.
+    `multi` (sweep) lets every option take a comma list, and vector fields a range; `configs`
+    adds `--from FILE` (framework configs merged under the options, `with_configs`; a command
+    with a `from_result` parameter also gets what was read).
     """
     chosen = [n for n in (names or list(PlanRequest.model_fields)) if n not in skip]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        return _RequestCommand(fn, chosen, multi)
+        return _RequestCommand(fn, chosen, multi, configs)
 
     return deco
 
@@ -318,11 +369,8 @@ def with_model_options(
     ]
 
     def deco(fn: Callable[..., None]) -> Callable[..., None]:
-        own = [
-            p
-            for p in inspect.signature(fn, eval_str=True).parameters.values()
-            if p.name != "fields"
-        ]
+        params = inspect.signature(fn, eval_str=True).parameters
+        own = [p for p in params.values() if p.name not in ("fields", "from_result")]
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:

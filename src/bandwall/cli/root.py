@@ -63,7 +63,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "bandwall.cli.app",
         "calibrate",
         "Fit a fabric profile (latency, bandwidth per size range and op, jitter) to a stored "
-        "bench run, or the compute efficiency to profiler traces (--from-trace).",
+        "bench run, the compute efficiency to profiler traces (--from-trace), or a compute "
+        "profile to a training log (--from-log).",
     ),
     "models": (
         "bandwall.cli.app",
@@ -96,10 +97,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "doctor": (
         "bandwall.cli.doctor",
         "doctor",
-        "Diagnose a cluster from its own evidence: name the transport and the faults in NCCL's "
-        "debug log, compare nccl-tests busbw with what the fabric should give, and break "
-        "profiler traces into compute, exposed communication, idle and the straggler; findings "
-        "ranked by what they cost per step.",
+        "Diagnose a cluster from its own evidence: NCCL debug logs (with the PyTorch watchdog "
+        "and error lines around them), nccl-tests output and torch.profiler traces, given "
+        "together as one job.",
     ),
     "probe": (
         "bandwall.cli.app",
@@ -231,11 +231,6 @@ def _err(line: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point: run the app, turning every user error into one line and exit code 2."""
     args = sys.argv[1:] if argv is None else argv
-    if args[:1] == ["doctor"]:  # doctor's light entry point (argparse: on-call start-up)
-        from bandwall.cli import doctor
-
-        if not doctor.needs_full_cli(args[1:]):
-            return doctor.main(args[1:])
     try:
         code: Any = app(args=args or ["--help"], standalone_mode=False, prog_name="bandwall")
     except BandwallError as exc:

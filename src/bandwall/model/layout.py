@@ -170,7 +170,7 @@ RULE_FIELD = {
 }
 
 
-def explain(
+def explain(  # noqa: C901
     rule: int,
     w: Workload,
     cl: Cluster,

@@ -29,9 +29,11 @@ ASSUMPTIONS = [
     "Energy: GPU power linear from idle to TDP in the FLOP utilisation it achieves, waiting "
     "(exposed communication, bubbles, stragglers) at 15%; host and fat-tree network share per "
     "GPU; x PUE of the provider kind; location-based CO2 (bandwall catalog power).",
-    "Compute: FLOPs per token = 6 x matmul parameters used + 12 x layers x heads x head_dim x "
-    "seq_len (PaLM appendix B); CNNs use measured per-sample FLOPs x 3; GPUs sustain "
-    "compute_efficiency x dense peak, less the provider's virtualization overhead.",
+    "Compute: each layer priced kernel by kernel (GEMMs by shape and wave, FlashAttention by "
+    "generation, memory-bound element-wise ops, launches by stack), times one in-step "
+    "efficiency per precision fitted on a third of published runs (docs/model.md); MFU counts "
+    "6 x matmul parameters + 12 x layers x heads x head_dim x seq_len FLOPs per token (PaLM "
+    "appendix B); CNNs use measured per-sample FLOPs x 3.",
     "Rank order tp-cp-ep-dp-pp (Megatron-LM): TP inside a node, PP outermost; each group gets "
     "its share of its node's NICs.",
     "TP: 4 all-reduce-equivalents of the micro-batch activations per layer (forward and "
@@ -51,8 +53,8 @@ ASSUMPTIONS = [
     "parity at moderate H; check for your model).",
     "Memory: bf16 weights, grads in the reduction dtype, 12 B/param Adam state (sharded by "
     "ZeRO stage), activations 34·h bytes per token per layer with selective recomputation "
-    "(Korthikanti et al. 2022), times in-flight micro-batches on the first stage; "
-    "90% of device memory usable.",
+    "(Korthikanti et al. 2022), times in-flight micro-batches on the first stage, plus "
+    "transients and 10% allocator overhead; device memory less 1.5 GiB usable.",
     "Stragglers: a fraction f of GPUs running x slower delays every synchronous step by x "
     "whenever at least one is in the job (probability 1-(1-f)^n); backup workers cost f/(1-f) "
     "extra compute instead; asynchronous outer steps (local SGD) cost only the mean, f*x.",

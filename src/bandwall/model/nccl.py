@@ -540,7 +540,7 @@ def candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:
         return _candidates(func, sh)
 
 
-def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:
+def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:  # noqa: C901
     n, ppn, nodes, sites = sh.n, sh.ppn, sh.nodes, sh.sites
     a = _ARCH[sh.arch]
     multi = nodes > 1

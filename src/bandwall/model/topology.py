@@ -397,7 +397,7 @@ class Topology:
     excess (1: independent uniform draws, as the lab's socket hash; None: the switch value
     fitted in model/congestion.py)."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # noqa: C901
         g = np.asarray(self.gpus_per_node)
         if np.any(g < 1):
             raise ConfigError(f"must be >= 1, got {self.gpus_per_node}", field="gpus_per_node")

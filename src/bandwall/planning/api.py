@@ -22,6 +22,7 @@ from bandwall.model.collectives import fabric_congestion
 from bandwall.model.engine import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions, evaluate
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Schedule, explain
 from bandwall.model.vocab import Stack
+from bandwall.planning import compute_profile
 from bandwall.planning.request import (
     LAYOUT_FIELDS,
     VECTOR_FIELDS,
@@ -78,7 +79,7 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         flash_attention=req.flash_attention,
         ep_overlap=req.ep_overlap,
         bucket_MiB=req.bucket_MiB,
-        gemm_efficiency=req.gemm_efficiency,
+        gemm_efficiency=compute_profile.gemm_efficiency(req),  # --profile NAME
         lora_rank=req.lora_rank,
         offload_optimizer=req.offload_optimizer,
         eval_interval_steps=req.eval_interval_steps,

@@ -525,12 +525,14 @@ class PlanRequest(BaseModel):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _input_layer(cls, data: Any, handler: Any) -> Any:
+    def _input_layer(cls, data: Any, handler: Any, info: Any) -> Any:
         """Number strings through `bandwall.units`, then the cross-field rules
-        (`bandwall.planning.rules`: what applies to which workload, cluster and mode)."""
+        (`bandwall.planning.rules`: what applies to which workload, cluster and mode); with
+        context `{"fields_only": True}` the fields alone (one value read from a file)."""
         from bandwall.planning import rules
 
-        return rules.apply(cls, data, handler)
+        fields_only = bool(info.context and info.context.get("fields_only"))
+        return rules.apply(cls, data, handler, check_rules=not fields_only)
 
     @field_validator("compression")
     @classmethod

@@ -54,6 +54,18 @@ def _co2(kg: float) -> str:
     return f"{kg / 1e3:,.1f} t" if kg >= 100 else f"{kg:,.3g} kg"
 
 
+def _has_range(m: Any, key: str) -> bool:
+    """Whether the plan carries a p10-p90 range for `key` (published-run residuals)."""
+    lo, hi = m.get(f"{key}_p10"), m.get(f"{key}_p90")
+    return lo is not None and hi is not None and lo == lo and hi == hi and lo != hi
+
+
+def _range_text(m: Any, key: str) -> str:
+    if not _has_range(m, key):
+        return ""
+    return f" (p10-p90 {format_duration(m[f'{key}_p10'])}-{format_duration(m[f'{key}_p90'])})"
+
+
 def _layout_text(layout: dict[str, Any]) -> str:
     parts = [
         f"{k}={layout[k]}" for k in ("tp", "pp", "cp", "ep", "dp") if layout[k] != 1 or k == "dp"
@@ -96,13 +108,17 @@ def plan_tables(plan: Plan) -> list[Table]:
     rows = [
         ("fabric", fabric),
         ("layout", _layout_text(plan.layout)),
-        ("step time", format_duration(m["step_time_s"])),
+        ("step time", format_duration(m["step_time_s"]) + _range_text(m, "step_time_s")),
         ("communication efficiency", f"{m['comm_efficiency']:.1%} (compute / step)"),
         (
             "compute utilisation",
             f"{m['compute_utilisation']:.1%} (not waiting on data-parallel/DiLoCo sync)",
         ),
-        ("MFU", f"{m['mfu']:.1%} ({m['tflops_per_gpu']:,.0f} TFLOP/s per GPU)"),
+        (
+            "MFU",
+            f"{m['mfu']:.1%} ({m['tflops_per_gpu']:,.0f} TFLOP/s per GPU)"
+            + (f"; p10-p90 {m['mfu_p10']:.1%}-{m['mfu_p90']:.1%}" if _has_range(m, "mfu") else ""),
+        ),
         ("throughput", rate),
         (
             "goodput",
@@ -159,7 +175,6 @@ def plan_tables(plan: Plan) -> list[Table]:
 def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     """The inputs that decide the answer, each with where it came from (an option the user set
     or the default), so a surprising number can be traced without --json."""
-    from bandwall.model.compute import TRAINING_GEMM_FACTOR
     from bandwall.model.engine import CHINCHILLA_TOKENS_PER_PARAM
 
     m, req, w = plan.metrics, plan.request, plan.workload
@@ -182,10 +197,17 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     elif req.gemm_efficiency is not None:
         gemm = f"{req.gemm_efficiency:.3f} (--gemm-efficiency)"
     else:
-        used = plan.cluster.perf.gemm_efficiency * TRAINING_GEMM_FACTOR
+        from bandwall.model import calibration
+
+        fitted = (
+            calibration.FP8_GEMM_IN_STEP_EFFICIENCY
+            if str(req.precision) == "fp8"
+            else calibration.IN_STEP_EFFICIENCY
+        )
         gemm = (
-            f"{used:.3f} of peak ({plan.cluster.perf.gemm_efficiency:.2f} measured on "
-            f"{plan.cluster.perf.gpu} × {TRAINING_GEMM_FACTOR} fitted; --gemm-efficiency)"
+            f"large GEMMs {plan.cluster.perf.gemm_efficiency:.2f} of peak (measured on "
+            f"{plan.cluster.perf.gpu}), smaller ones by shape, × {fitted} in-step (fitted on "
+            "published runs); --gemm-efficiency"
         )
     recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
     return [

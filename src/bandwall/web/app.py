@@ -46,6 +46,7 @@ from bandwall import __version__
 from bandwall.errors import BandwallError
 from bandwall.planning.request import PlanRequest
 from bandwall.report.text import json_safe
+from bandwall.web.from_config import FromConfigBody, request_from_files
 
 if TYPE_CHECKING:
     from bandwall.measure.bench.store import Store
@@ -264,7 +265,7 @@ class RequestGuard:
             value.strip().encode(), self.token.encode()
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: C901
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -374,7 +375,7 @@ def open_store(db: str | None) -> Iterator[Store]:
         store.close()
 
 
-def create_app(
+def create_app(  # noqa: C901
     db: str | None = None,
     *,
     token: str | None = None,
@@ -453,6 +454,15 @@ def create_app(
         from bandwall.planning.api import plan
 
         return ok(plan(q).to_json())
+
+    @app.post(
+        "/api/from-config",
+        summary="The plan request a framework's own config files describe (upload)",
+        responses=busy,
+    )
+    @heavy
+    def api_from_config(q: FromConfigBody) -> JSONResponse:
+        return ok(request_from_files(q))
 
     @app.post("/api/compare", summary="The same job on several presets", responses=busy)
     @heavy

@@ -543,7 +543,7 @@ def _leave_diagnosis(rank: int, msg: str) -> None:
 
 
 @_record
-def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:
+def bench_worker(cfg: BenchConfig) -> dict[str, Any] | None:  # noqa: C901
     """Entry point of one rank. Returns, on rank 0, the run id and the rows measured."""
     torch = _torch()
     import torch.distributed as dist

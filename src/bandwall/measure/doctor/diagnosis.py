@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.measure.doctor import builtin_formats  # noqa: F401  (registers the built-in formats)
+from bandwall.measure.doctor import (
+    builtin_formats,  # noqa: F401  (registers the built-in formats)
+    training,  # registers training logs (run_compare)
+)
 from bandwall.measure.doctor.detectors import DETECTORS, leftovers
 from bandwall.measure.doctor.evidence import Confidence, Hit, Line
 from bandwall.measure.doctor.formats import formats
@@ -161,6 +164,7 @@ class Diagnosis:
             "nccl_tests": [_test_json(t) for t in job.tests],
             "trace": None if tr is None else _trace_json(tr),
             "plan": job.plan,
+            "training": training.to_json(job),
             "notes": job.notes,
         }
 
@@ -555,6 +559,7 @@ def diagnose(
         _read(path, job)
     _traces(job)
     _compare_tests(job)
+    training.compare(job, request, {"gpu": gpu} if gpu else {})
     if request is not None and job.trace is not None and job.trace.step_s > 0:
         from bandwall.measure.doctor.compare import plan_comparison
 
@@ -569,6 +574,6 @@ def diagnose(
     _connect(job, hits)
     findings = [_finding(h, job) for h in hits]
     _price(job, findings)
-    if not job.logs and not job.tests and job.trace is None:
+    if not job.logs and not job.tests and job.trace is None and not job.extra:
         job.notes.append("nothing in the given files was understood")
     return Diagnosis(job=job, findings=rank(findings))

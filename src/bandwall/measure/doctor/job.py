@@ -155,7 +155,7 @@ class Job:
         hosts = {h for t in self.tests for h in t.hosts}
         return len(hosts) > 1
 
-    def hosts(self) -> dict[str, HostView]:
+    def hosts(self) -> dict[str, HostView]:  # noqa: C901
         """Per-host facts, for comparing nodes (only lines that carry a host prefix)."""
         out: dict[str, HostView] = {}
 

@@ -12,6 +12,7 @@ import math
 import textwrap
 from typing import Any
 
+from bandwall.measure.doctor import training
 from bandwall.measure.doctor.diagnosis import Diagnosis, Finding
 
 
@@ -145,6 +146,7 @@ def render_text(diag: Diagnosis, width: int = 80) -> tuple[str, str]:
             "",
             "  ",
         )
+    out += training.render_lines(job, width)
     err: list[str] = []
     for item in job.inputs:
         for n in item.notes:

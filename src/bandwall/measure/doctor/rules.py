@@ -637,6 +637,24 @@ RULES: tuple[Rule, ...] = (
         confirm="a trace of the same job",
     ),
     Rule(
+        code="model_gap",
+        mechanism=Mechanism.PERFORMANCE,
+        title="The run's step differs from the model's",
+        severity=Severity.MEDIUM,
+        when="a training log (Megatron-LM, NeMo, torchtitan, DeepSpeed, HF Trainer, Lightning) "
+        "and the job's config (--from, or the log's own Megatron arguments): the measured step "
+        "against the plan of that job; the gap goes to the term that would need the smallest "
+        "relative change to hold it",
+        impact="the seconds per step the model does not explain",
+        impact_source="the log's steady steps (median) and bandwall's plan of the same job",
+        checks=(
+            "the config describes the logged job (GPU count, batch, layout, --gpu)",
+            "bandwall calibrate --from-log LOG --from CONFIG fits the compute efficiency",
+        ),
+        fixes=("the change the model prices best (in the comparison below)",),
+        confirm="a profiler trace of the same job (doctor splits its step into terms)",
+    ),
+    Rule(
         code="idle",
         mechanism=Mechanism.PERFORMANCE,
         title="Ranks idle in the step",

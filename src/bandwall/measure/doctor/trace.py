@@ -337,7 +337,7 @@ def _rank_from_name(path: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:
+def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # noqa: C901
     """Stream one rank's trace file into per-step statistics."""
     src = str(path)
     meta: dict[str, Any] = {}

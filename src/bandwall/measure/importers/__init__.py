@@ -1,5 +1,3 @@
-"""Readers for other tools' benchmark output (nccl-tests logs), into the results store."""
-
-from bandwall.measure.importers.nccl_tests import Block, import_log, parse_log
-
-__all__ = ["Block", "import_log", "parse_log"]
+"""Readers for other tools' output (nccl-tests logs into the results store, training logs
+for doctor and calibrate). Nothing is imported here: doctor reads a training log without
+loading the store or the model."""

@@ -192,7 +192,7 @@ def _parse_row(columns: list[str], text: str, line: int = 0) -> Row | None:
         return None
 
 
-def parse_log(text: str | Iterable[str]) -> list[Block]:
+def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
     """Every result block in a log (its text, or its lines as `safeio.iter_lines` streams
     them: bounded, long lines cut), with what the lines around it say."""
     blocks: list[Block] = []

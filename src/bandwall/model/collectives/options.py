@@ -196,7 +196,7 @@ def gloo_options(op: Op, algo: Algo, n: FloatArray, topo: Topology) -> list[Opti
     return [option]
 
 
-def options(
+def options(  # noqa: C901
     op: Op, algo: Algo, n: FloatArray, topo: Topology, protocol: Proto | None
 ) -> list[Option]:
     """Every option `algo` stands for on this topology (AUTO: all eligible ones)."""

@@ -1,0 +1,203 @@
+"""HuggingFace `config.json`: the model's shape, as `--model custom` dimensions.
+
+Keys are the transformers `PretrainedConfig` attributes; GPT-2/BLOOM/OPT/Falcon spellings
+(`n_layer`, `n_embd`, `ffn_dim`, ...) are read as the Llama ones. Whether the MLP is gated
+follows the model family (Llama, Mistral, Mixtral, Qwen, Gemma, DeepSeek, Phi-3 and OLMo use a
+gate projection; GPT-2, BERT, OPT, BLOOM, Falcon and GPT-NeoX do not). The training sequence
+length is not in a model config (`max_position_embeddings` is the context it supports): give
+`--seq-len` or a trainer config.
+"""
+
+from __future__ import annotations
+
+from bandwall.planning.from_config.common import (
+    Context,
+    Default,
+    FormatSpec,
+    Mapped,
+    Problem,
+    Rule,
+    Values,
+    ignore_reason,
+    positive_int,
+    to_int,
+)
+
+FMT = "hf"
+_D = Rule(None)
+
+#: Families with a gated (SwiGLU/GeGLU) MLP, by `model_type` (transformers' modeling files).
+GATED = frozenset(
+    [
+        "llama",
+        "mistral",
+        "mixtral",
+        "qwen2",
+        "qwen2_moe",
+        "qwen3",
+        "qwen3_moe",
+        "gemma",
+        "gemma2",
+        "gemma3",
+        "gemma3_text",
+        "deepseek_v2",
+        "deepseek_v3",
+        "phi3",
+        "olmo",
+        "olmo2",
+        "olmoe",
+        "granite",
+        "granitemoe",
+        "cohere",
+        "cohere2",
+        "gpt_oss",
+        "dbrx",
+        "jamba",
+        "minimax",
+        "internlm2",
+        "baichuan",
+        "glm",
+        "glm4",
+        "ernie4_5",
+        "hunyuan_v1_dense",
+    ]
+)
+NOT_GATED = frozenset(
+    [
+        "gpt2",
+        "bert",
+        "roberta",
+        "opt",
+        "bloom",
+        "falcon",
+        "gpt_neox",
+        "gptj",
+        "gpt_bigcode",
+        "starcoder2",
+        "nemotron",
+        "mpt",
+        "t5",
+        "bart",
+        "phi",
+    ]
+)
+#: Encoders whose attention is bidirectional (priced as causal with a note).
+ENCODERS = frozenset({"bert", "roberta", "deberta", "deberta-v2", "electra", "xlm-roberta"})
+
+TABLE: dict[str, Rule | str] = {
+    "num_hidden_layers": Rule("layers", positive_int),
+    "n_layer": Rule("layers", positive_int),
+    "n_layers": Rule("layers", positive_int),
+    "num_layers": Rule("layers", positive_int),
+    "hidden_size": Rule("hidden", positive_int),
+    "n_embd": Rule("hidden", positive_int),
+    "d_model": Rule("hidden", positive_int),
+    "num_attention_heads": Rule("heads", positive_int),
+    "n_head": Rule("heads", positive_int),
+    "num_heads": Rule("heads", positive_int),
+    "num_key_value_heads": Rule("kv_heads", positive_int),
+    "num_kv_heads": Rule("kv_heads", positive_int),
+    "multi_query": _D,
+    "intermediate_size": Rule("ffn", positive_int),
+    "n_inner": Rule("ffn", positive_int),
+    "ffn_dim": Rule("ffn", positive_int),
+    "d_ff": Rule("ffn", positive_int),
+    "vocab_size": Rule("vocab", positive_int),
+    "head_dim": Rule("head_dim", positive_int),
+    "num_local_experts": Rule("experts", positive_int),
+    "num_experts": Rule("experts", positive_int),
+    "n_routed_experts": Rule("experts", positive_int),
+    "num_experts_per_tok": Rule("top_k", positive_int),
+    "moe_intermediate_size": Rule("moe_ffn", positive_int),
+    "n_shared_experts": Rule("shared_experts", to_int),
+    "shared_expert_intermediate_size": _D,
+    "first_k_dense_replace": Rule("dense_layers", to_int),
+    "model_type": _D,
+    "hidden_act": _D,
+    "activation_function": _D,
+    "qk_nope_head_dim": _D,
+    "qk_rope_head_dim": _D,
+    "architectures": "the class name (model_type gives the family)",
+    "max_position_embeddings": "the context the model supports, not the training sequence: "
+    "give --seq-len",
+    "n_positions": "the context the model supports, not the training sequence: give --seq-len",
+    "torch_dtype": "the checkpoint's storage dtype, not the training precision",
+    "dtype": "the checkpoint's storage dtype, not the training precision",
+    "tie_word_embeddings": "tied embeddings (priced as separate input and output matrices)",
+    "q_lora_rank": "MLA low-rank projections (priced as multi-head attention)",
+    "kv_lora_rank": "MLA low-rank projections (priced as multi-head attention)",
+    "v_head_dim": "MLA value width (priced with the query-key width)",
+    "type_vocab_size": "segment embeddings: no effect on the step",
+}
+
+
+def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
+    kind = str(values.get("model_type", "")).strip().lower()
+    act = str(values.get("hidden_act", values.get("activation_function", ""))).lower()
+    shape = [a for a in mapped.assigns if a.field in ("layers", "hidden", "heads")]
+    if not shape:
+        return []
+    mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
+    mapped.assigns[-1].sources = shape[0].sources
+    if kind in GATED:
+        mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
+    elif kind in NOT_GATED:
+        mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
+    elif act:
+        mapped.problems.append(
+            Problem(
+                "gated_mlp",
+                f"model_type {kind or '?'} is not a family bandwall knows: say whether its MLP "
+                "is gated with --gated-mlp or --no-gated-mlp",
+                values.src("model_type") if "model_type" in values else None,
+            )
+        )
+    if kind in ENCODERS:
+        mapped.notes.append(f"{kind} attends in both directions; the model prices causal attention")
+    if "multi_query" in values and str(values.get("multi_query")).lower() == "true":
+        mapped.assigns.append(values.assign("kv_heads", 1, "multi_query"))
+    nope, rope = values.get("qk_nope_head_dim"), values.get("qk_rope_head_dim")
+    if nope is not None and rope is not None and "head_dim" not in values:
+        width = values.convert("qk_nope_head_dim", to_int) + values.convert(
+            "qk_rope_head_dim", to_int
+        )
+        mapped.assigns.append(
+            values.assign(
+                "head_dim",
+                width,
+                "qk_nope_head_dim",
+                "qk_rope_head_dim",
+                note="MLA priced as multi-head attention of the query-key width",
+            )
+        )
+    shared = values.convert("shared_expert_intermediate_size", positive_int)
+    width = ctx.get("moe_ffn") or next(
+        (a.value for a in mapped.assigns if a.field == "moe_ffn"), None
+    )
+    if shared is not None and "n_shared_experts" not in values:
+        if width and shared % int(width) == 0:
+            mapped.assigns.append(
+                values.assign(
+                    "shared_experts",
+                    shared // int(width),
+                    "shared_expert_intermediate_size",
+                    note=f"{shared:,} / expert width {int(width):,}",
+                )
+            )
+        else:
+            mapped.problems.append(
+                Problem(
+                    "shared_experts",
+                    f"a shared expert of width {shared:,} is not a whole number of experts of "
+                    f"width {width or '?'}; give --shared-experts",
+                    values.src("shared_expert_intermediate_size"),
+                )
+            )
+    return []
+
+
+SPEC = FormatSpec(
+    FMT, "HuggingFace config.json", TABLE, derive, ignore_reason("not part of the model's shape")
+)
+
+__all__ = ["GATED", "NOT_GATED", "SPEC", "TABLE"]
