@@ -36,7 +36,10 @@ HOME = str(Path.home())
 
 def _app() -> Any:
     """The app on a seeded database in a folder removed when the test process ends."""
+    from tests.fuzz.conftest import SESSION_FOLDERS
+
     folder = tempfile.mkdtemp(prefix="bandwall-fuzz-")
+    SESSION_FOLDERS.append(folder)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     db = Path(folder) / "fuzz.db"
     seed_db(db)

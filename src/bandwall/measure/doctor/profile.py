@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -167,6 +169,20 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     keys = ("out", "model", "width", "depth", "steps", "warmup", "backend", "straggler", "timeout")
     opts = {k: getattr(a, k) for k in keys}
+    # torch.profiler makes an inductor cache (torchinductor_USER) in the temp dir; unless the
+    # caller chose a place for it, it goes to a folder removed when the recording ends
+    own_cache = None
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        own_cache = tempfile.mkdtemp(prefix="bandwall-profile-cache-")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = own_cache
+    try:
+        return _record(a, opts)
+    finally:
+        if own_cache is not None:
+            shutil.rmtree(own_cache, ignore_errors=True)
+
+
+def _record(a: argparse.Namespace, opts: dict[str, Any]) -> int:
     if a.local:
         paths = run_local(a.local, opts)
     elif "RANK" in os.environ and "WORLD_SIZE" in os.environ:

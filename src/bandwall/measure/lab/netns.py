@@ -35,6 +35,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -874,6 +875,9 @@ def lab_run(
     base_env = dict(os.environ)
     procs: list[subprocess.Popen[bytes]] = []
     errs = [tempfile.TemporaryFile() for _ in range(lab.hosts)]  # noqa: SIM115 (closed below)
+    # the ranks' temp dir, removed after the run: torch leaves its inductor cache
+    # (torchinductor_USER) and error files there, none of which should outlive the run
+    run_tmp = tempfile.mkdtemp(prefix="bandwall-lab-run-")
     code = 0
     try:
         with _interruptible():
@@ -895,6 +899,7 @@ def lab_run(
                         "BANDWALL_LAB_JITTER_S": f"{lab.jitter_s:g}",
                         "BANDWALL_STRAGGLER_DELAY_S": str(delays.get(i, 0.0)),
                         RUN_VAR: run_id,
+                        "TMPDIR": run_tmp,
                     }
                     procs.append(
                         subprocess.Popen(
@@ -918,6 +923,7 @@ def lab_run(
             _stop_ranks(procs, signal.SIGTERM, grace_s)
             _sweep(lab, run_mark)
         _show_errors(errs, code)
+        shutil.rmtree(run_tmp, ignore_errors=True)
     return code
 
 
