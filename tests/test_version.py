@@ -34,7 +34,10 @@ def test_the_version_is_declared_once(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_installed_metadata_says_the_same_version() -> None:
     """What `pip show bandwall` prints, for an install of this checkout (CI's)."""
-    dist = metadata.distribution("bandwall")
+    # an editable install puts src/ on the path, where setuptools' bandwall.egg-info (no
+    # direct_url.json) shadows the installed dist-info: take the one pip wrote
+    found = [d for d in metadata.distributions(name="bandwall") if d.read_text("direct_url.json")]
+    dist = found[0] if found else metadata.distribution("bandwall")
     url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
     if not url.startswith("file://") or Path(url.removeprefix("file://")).resolve() != ROOT:
         pytest.skip(f"bandwall is installed from {url or 'an index'}, not this checkout")

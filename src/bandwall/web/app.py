@@ -7,8 +7,9 @@ mapped to the field they name), never 500. Before any route sees a request, `Req
   token (DNS rebinding: a page on evil.example resolving to 127.0.0.1 must not read stored
   runs through the visitor's browser): 421;
 - checks the API token (when the server has one): 401;
-- refuses query parameters no route takes, and a page address (`/?gpus=...`) whose values
-  are not a valid plan request, naming the parameter: 422;
+- refuses query parameters no route takes, and page addresses (`/?gpus=...`) naming
+  parameters that are not plan request fields: 422 (a field's value is checked where it is
+  used: the page keeps it in the form, the API refuses it next to its field);
 - refuses bodies over `MAX_BODY_BYTES` (413) and JSON that Python's parser would accept but
   that is not JSON (NaN, Infinity, 1e999, lone surrogates: 422), so no handler ever holds a
   value it cannot answer with.
@@ -161,9 +162,9 @@ def query_error(path: str, query: str) -> dict[str, Any] | None:
     """Why a request's query string is refused (a 422 body naming the parameter), or None.
 
     No API route takes query parameters; the page takes a plan request's fields (the form
-    restores them) and `token`. A page address that is not a valid plan request is refused
-    here, so `?preset=ai-factory` is an error naming `preset`, not a form silently planning
-    something else."""
+    restores them) and `token`. A value is not judged here: the page keeps `?preset=ai-factory`
+    in its form and the plan API refuses it next to the field (never planning something else
+    instead), where a person reads the error; an unknown parameter name is refused."""
     if not query or path.startswith("/static/") or path in ("/docs", "/openapi.json"):
         return None
     try:
@@ -178,8 +179,6 @@ def query_error(path: str, query: str) -> dict[str, Any] | None:
     if path != "/":
         key = next(iter(seen), "")
         return _detail(["query", key], "this route takes no query parameters", "extra_forbidden")
-    from bandwall.planning.request import make_request
-
     fields = {k: v for k, v in seen.items() if k not in PAGE_PARAMS}
     for key in fields:
         if key not in PlanRequest.model_fields:
@@ -188,11 +187,6 @@ def query_error(path: str, query: str) -> dict[str, Any] | None:
                 "unknown parameter; the page takes plan request fields (GET /api/schema)",
                 "extra_forbidden",
             )
-    try:
-        make_request(**{k: v for k, v in fields.items() if v != ""})
-    except BandwallError as exc:
-        loc = ["query", exc.field] if exc.field else ["query"]
-        return _detail(loc, private(str(exc)), "value_error")
     return None
 
 

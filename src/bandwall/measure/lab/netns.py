@@ -235,6 +235,13 @@ def _state_path(name: str) -> Path:
     return STATE_DIR / f"{check_name(name)}.json"
 
 
+def _run_tmp(name: str, run_id: str) -> Path:
+    """A fresh temp dir for one `run`'s ranks, beside the lab's state file."""
+    folder = STATE_DIR / f".{check_name(name)}.run-{run_id}"
+    folder.mkdir(mode=0o700, parents=True)
+    return folder
+
+
 def _write_state(lab: Lab) -> None:
     """Atomically: a reader (or a `down` after kill -9) sees the old record or the new one."""
     path = _state_path(lab.name)
@@ -443,6 +450,8 @@ def _teardown(lab: Lab) -> list[str]:
         )
     _state_path(lab.name).unlink(missing_ok=True)
     _state_path(lab.name).with_name(f".{lab.name}.json.tmp").unlink(missing_ok=True)
+    for folder in STATE_DIR.glob(f".{lab.name}.run-*"):  # ranks' temp dirs `run` made
+        shutil.rmtree(folder, ignore_errors=True)
     return [ns for ns, _ in reversed(removed)]
 
 
@@ -875,9 +884,10 @@ def lab_run(
     base_env = dict(os.environ)
     procs: list[subprocess.Popen[bytes]] = []
     errs = [tempfile.TemporaryFile() for _ in range(lab.hosts)]  # noqa: SIM115 (closed below)
-    # the ranks' temp dir, removed after the run: torch leaves its inductor cache
-    # (torchinductor_USER) and error files there, none of which should outlive the run
-    run_tmp = tempfile.mkdtemp(prefix="bandwall-lab-run-")
+    # the ranks' temp dir, beside the lab's state (so `lab down` finds it after a kill -9) and
+    # removed after the run: torch leaves its inductor cache (torchinductor_USER) and error
+    # files there, none of which should outlive the run
+    run_tmp = str(_run_tmp(lab.name, run_id))
     code = 0
     try:
         with _interruptible():
