@@ -18,6 +18,7 @@ from bandwall.cli.options import (
     check_scale_work,
     expand_values,
     parse_max_points,
+    print_notes,
     request,
     with_model_options,
     with_request_options,
@@ -334,8 +335,9 @@ def sweep(
 
     axes: dict[str, list[Any]] = {}
     base: dict[str, Any] = {}
+    notes: list[str] = []
     for name, text in fields.items():
-        values = expand_values(name, text) if isinstance(text, str) else [text]
+        values = expand_values(name, text, notes) if isinstance(text, str) else [text]
         if len(values) == 1:
             base[name] = values[0]
         else:
@@ -343,6 +345,7 @@ def sweep(
     req = request(base)
     largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
     check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
+    print_notes(notes)
     table = run_sweep(req, axes)
     if as_csv or output:
         write_table(table, output)
@@ -368,9 +371,11 @@ def scale(
     from bandwall.planning.api import scale as scale_plans
     from bandwall.report.tables import scale_tables
 
-    counts = [int(v) for v in expand_values("gpus", gpus)]
+    notes: list[str] = []
+    counts = [int(v) for v in expand_values("gpus", gpus, notes)]
     req = request(fields, gpus=counts[0])
     check_scale_work(req, counts, max_points)
+    print_notes(notes)
     plans = scale_plans(req, counts)
     if emit([p.to_json() for p in plans], as_json, as_csv):
         return

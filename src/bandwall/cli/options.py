@@ -286,21 +286,32 @@ def number_parser(name: str) -> Callable[[str], float]:
     return parse
 
 
-def expand_values(name: str, text: str) -> list[Any]:
-    """`expand`'s values; its note (a range stopping short of its end) goes to stderr."""
-    from bandwall.report.text import err_console
-
+def expand_values(name: str, text: str, notes: list[str] | None = None) -> list[Any]:
+    """`expand`'s values; its note (a range stopping short of its end) is added to `notes`,
+    for the command to print once its request is valid (a refused command prints one line),
+    or goes to stderr now when no list is given."""
     rng = expand(name, text)
     if rng.note:
-        err_console.print(f"note: --{field_flag(name)}: {rng.note}", markup=False, soft_wrap=True)
+        line = f"note: --{field_flag(name)}: {rng.note}"
+        if notes is None:
+            print_notes([line])
+        else:
+            notes.append(line)
     return list(rng.values)
+
+
+def print_notes(lines: list[str]) -> None:
+    from bandwall.report.text import err_console
+
+    for line in lines:
+        err_console.print(line, markup=False, soft_wrap=True)
 
 
 MaxPoints = Annotated[
     str | None,
     typer.Option(
         help="Work budget: most (grid row × layout searched) points to evaluate "
-        "[default: 1,000,000, about 15 s on two cores].",
+        "[default: 2,000,000, about 30 s on two cores].",
         show_default=False,
     ),
 ]

@@ -30,13 +30,15 @@ def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[d
 
 
 def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
-    from bandwall.cli.options import check_scale_work
+    from bandwall.cli.options import check_scale_work, print_notes
     from bandwall.planning.api import scale
 
-    counts = [int(v) for v in expand_values("gpus", gpus)]
+    notes: list[str] = []
+    counts = [int(v) for v in expand_values("gpus", gpus, notes)]
     reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
     for req in reqs.values():
         check_scale_work(req, counts * len(keys), None)
+    print_notes(notes)
     return {key: scale(req, counts) for key, req in reqs.items()}
 
 
