@@ -260,24 +260,12 @@ def run_compare_infer(
 # --- validation against published serving and energy runs -----------------------------------
 
 
-def _summary_row(t: Table, label: str, s: dict[str, float]) -> None:
-    if not s.get("rows"):
-        return
-    t.add_row(
-        label,
-        f"{s['rows']:.0f}",
-        f"{s['median_abs_error']:.1%}",
-        f"{s['mean_abs_error']:.1%}",
-        f"{s['bias']:+.1%}",
-        f"{s['within_10pct']:.0%}",
-    )
-
-
 def validation_table(checks: list[Any], title: str) -> Table:
     """Fit and held-out errors with the signed bias, then by source family (80 columns)."""
     from rich.table import Table
 
     from bandwall.measure.calibrate.serving_runs import summarize
+    from bandwall.report.validation import summary_row
 
     t = Table(title=title)
     t.add_column("split / source", no_wrap=True)
@@ -285,10 +273,10 @@ def validation_table(checks: list[Any], title: str) -> Table:
         t.add_column(col, justify="right", no_wrap=True)
     for split, label in (("fit", "fit (tuned on)"), ("heldout", "held out")):
         part = [c for c in checks if c.split == split]
-        _summary_row(t, label, summarize(part))
+        summary_row(t, label, summarize(part))
         for fam in sorted({c.family for c in part}):
-            _summary_row(t, f"  {fam}", summarize([c for c in part if c.family == fam]))
-    _summary_row(t, "all", summarize(checks))
+            summary_row(t, f"  {fam}", summarize([c for c in part if c.family == fam]))
+    summary_row(t, "all", summarize(checks))
     return t
 
 

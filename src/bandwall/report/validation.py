@@ -16,7 +16,9 @@ GROUPS: dict[str, Callable[[Any], str]] = {
 }
 
 
-def _row(t: Table, label: str, s: dict[str, float]) -> None:
+def summary_row(t: Table, label: str, s: dict[str, float]) -> None:
+    """One row of an error summary (rows, median and mean |error|, bias, share within 10%);
+    nothing for an empty part. Training runs here, serving and energy in `cli/infer.py`."""
     if not s.get("rows"):
         return
     t.add_row(
@@ -41,9 +43,9 @@ def runs_table(
         t.add_column(col, justify="right", no_wrap=True)
     for split, label in (("fit", "fit (tuned on)"), ("heldout", "held out")):
         part = [r for r in rows if r.split == split]
-        _row(t, label, summarize(part))
+        summary_row(t, label, summarize(part))
         for name, key in GROUPS.items():
             for value in sorted({key(r) for r in part}):
-                _row(t, f"  {name} {value}", summarize([r for r in part if key(r) == value]))
-    _row(t, "all", summarize(rows))
+                summary_row(t, f"  {name} {value}", summarize([r for r in part if key(r) == value]))
+    summary_row(t, "all", summarize(rows))
     return t
