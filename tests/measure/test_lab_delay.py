@@ -8,7 +8,6 @@ asserted on at 50 ms RTT, where the wire takes 300 ms.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -109,19 +108,18 @@ def test_alpha_and_all_reduce_against_the_model(bench: validate.Bench) -> None:
 
 def test_window_bound_streams_and_their_gain(bench: validate.Bench) -> None:
     """At 50 ms RTT a stream whose sender sets SO_SNDBUF = 212,992 B (Gloo on a kernel with
-    the old net.core.wmem_max) is window-bound: the model's 2 × 212,992 B / RTT within 25%
-    (the kernel's send-buffer accounting lets up to ~20% more into flight). With that window,
-    the model's min(k × one stream, link) predicts 2 and 4 streams within 20% (the overshoot
-    differs by ~10% from stream to stream, and the run after this one is not this one)."""
+    the old net.core.wmem_max) is window-bound: the model's min(k × 2 × 212,992 B / RTT, link)
+    predicts 1, 2 and 4 streams within 25%. The kernel's send-buffer accounting lets each
+    stream put 0.9-1.25x the doubled buffer into flight, and that share differs from stream to
+    stream and run to run (CI once saw 7.8 MB/s for one stream and 20.6 MB/s for two), so the
+    band is the model's window's, not one measured stream's times k."""
     got = bench.streams(0.025, [1, 2, 4], sndbuf_bytes=212_992, seconds=2.0)
     link = validate.LabLink(0.2, 0.025, 0.0002, window_bytes=2 * 212_992)
-    one = validate.error(validate.predict_stream_Bps(link, 1), got[1])
-    assert abs(one) <= 0.25, (got, one)
-    kept = replace(link, window_bytes=got[1] * 2 * link.alpha_s)
+    for k in (1, 2, 4):
+        err = validate.error(validate.predict_stream_Bps(link, k), got[k])
+        assert abs(err) <= 0.25, (k, got, err)
     assert got[2] >= 1.6 * got[1]  # the gain is real, not noise
-    for k in (2, 4):
-        err = validate.error(validate.predict_stream_Bps(kept, k), got[k])
-        assert abs(err) <= 0.20, (k, got, err)
+    assert got[4] >= 0.8 * 0.2e9 / 8  # four windows fill the 200 Mb/s link
 
 
 def test_loss_bound_streams_follow_mathis(bench: validate.Bench) -> None:
