@@ -411,3 +411,65 @@ def test_terms_are_vectorised() -> None:
     tp = np.array([1.0, 2.0, 4.0])
     out = compute.gemm_s(4096.0, 4096.0 / tp, 4096.0, RATES)
     assert out.shape == (3,) and np.all(np.diff(out) < 0)
+
+
+def test_each_stack_has_its_own_gradient_bucket() -> None:
+    """Megatron-Core: max(40M, 1M x dp) gradient elements, one bucket without overlap
+    (megatron/core/distributed/distributed_data_parallel.py); DeepSpeed reduce_bucket_size
+    5e8 elements; PyTorch DDP bucket_cap_mb 25. fp32 gradients: 4 B per element."""
+    from bandwall.model.vocab import Stack
+
+    mib = 2**20
+    got = data_parallel.default_bucket_MiB(Stack.MEGATRON, np.array([8.0, 48.0]), 4.0, True)
+    assert got.tolist() == pytest.approx([40e6 * 4 / mib, 48e6 * 4 / mib])  # 152.6, 183.1
+    assert np.isinf(data_parallel.default_bucket_MiB(Stack.MEGATRON, 8.0, 4.0, False))
+    assert float(data_parallel.default_bucket_MiB(Stack.DEEPSPEED, 8.0, 2.0, False)) == (
+        pytest.approx(5e8 * 2 / mib)
+    )
+    assert float(data_parallel.default_bucket_MiB(Stack.FSDP2, 64.0, 4.0, True)) == 25.0
+    # an infinite bucket is one collective over all the gradients
+    sizes: list[float] = []
+    data_parallel.bucketed_all_reduce_s(3e9, np.inf, lambda s: sizes.append(float(s)) or 1.0)
+    assert sizes == [3e9]
+
+
+def test_megatron_buckets_trade_latencies_for_the_last_bucket() -> None:
+    """8B, ZeRO-1 over 64 H100 on 8 nodes. Without overlap Megatron reduces all gradients in
+    one bucket, cheaper than 25 MiB buckets that each pay the collective's latency. With
+    overlap its max(40M, 1M x 64) = 64M-element buckets (256 MB of fp32) leave a larger last
+    bucket exposed than 25 MiB ones once the backward hides the rest. A bucket the request
+    names replaces the stack's."""
+    job = dict(model="llama3-8b", gpus=64, tp=1, pp=1, cp=1, ep=1, zero=1, micro_batch=1)
+    job |= dict(global_batch=64)
+    off = dict(overlap_grad_reduce=False, overlap_param_gather=False)
+    assert (
+        0
+        < plan_of(**job, **off).breakdown["dp"]
+        < plan_of(**job, **off, bucket_MiB=25).breakdown["dp"]
+    )
+    default = plan_of(**job)
+    assert default.breakdown["dp"] > plan_of(**job, bucket_MiB=25).breakdown["dp"] > 0
+    same = plan_of(**job, bucket_MiB=64e6 * 4 / 2**20)
+    assert same.breakdown["dp"] == pytest.approx(default.breakdown["dp"], rel=1e-9)
+
+
+def test_fsdp2_runs_sdpa_flash_attention_2_on_hopper() -> None:
+    """torchtitan calls PyTorch SDPA, whose flash backend is FlashAttention-2: the same job is
+    slower under fsdp2 than with --attention-kernel fa3; Megatron's default on Hopper is FA3;
+    FA3 asked for on an A100 falls back to FA2 (FA3 needs Hopper)."""
+    job = dict(model="llama3-8b", gpus=8, tp=1, pp=1, cp=1, ep=1, zero=3, micro_batch=1)
+    job |= dict(global_batch=8, stack="fsdp2")
+    fa2 = plan_of(**job)
+    fa3 = plan_of(**job, attention_kernel="fa3")
+    assert fa3.metrics["step_time_s"] < 0.95 * fa2.metrics["step_time_s"]
+    assert plan_of(**job, attention_kernel="fa2").metrics["step_time_s"] == pytest.approx(
+        fa2.metrics["step_time_s"]
+    )
+    mega = {**job, "stack": "megatron", "zero": 1}
+    assert plan_of(**mega).metrics["step_time_s"] == pytest.approx(
+        plan_of(**mega, attention_kernel="fa3").metrics["step_time_s"]
+    )
+    a100 = {**mega, "gpu": "A100-SXM-80GB"}
+    assert plan_of(**a100, attention_kernel="fa3").metrics["step_time_s"] == pytest.approx(
+        plan_of(**a100).metrics["step_time_s"]
+    )

@@ -327,3 +327,45 @@ def test_split_script_names_a_moved_row_and_a_repeated_id(tmp_path: Path) -> Non
     done = _run_script(str(bad))
     assert done.returncode == 1
     assert row["id"] in done.stderr and "appears 2 times" in done.stderr
+
+
+def _row(**changes: str) -> dict[str, str]:
+    """A shipped row (Megatron-Core 7.1B, tp 2) with some cells changed."""
+    from bandwall.measure.calibrate.runs import load_runs
+
+    (row,) = [r for r in load_runs() if r["id"] == "mcore-gpt-7.1b-h100-96"]
+    return {**row, **changes}
+
+
+def test_tp_comm_overlap_implies_sequence_parallelism() -> None:
+    """Megatron asserts --tp-comm-overlap needs SP: a row naming the overlap with SP blank
+    ran with both; SP explicitly off drops the overlap."""
+    from bandwall.measure.calibrate.runs import request_for_run
+
+    req = request_for_run(_row(tp_comm_overlap="true", sequence_parallel=""))
+    assert req.tp_comm_overlap and req.sequence_parallel
+    req = request_for_run(_row(tp_comm_overlap="true", sequence_parallel="false"))
+    assert not req.tp_comm_overlap and not req.sequence_parallel
+
+
+def test_nemo_rows_with_tp_overlap_tp_communication_by_default() -> None:
+    """NeMo's GPT-3 launcher configs and NeMo 2 / Megatron-Bridge performance recipes set
+    tp_comm_overlap: a NeMo row with tp > 1 that leaves it blank ran with it; tp = 1 has
+    nothing to overlap; Megatron-LM rows keep their own flags."""
+    from bandwall.measure.calibrate.runs import request_for_run
+
+    assert request_for_run(_row(stack="nemo", tp_comm_overlap="")).tp_comm_overlap
+    assert not request_for_run(
+        _row(stack="nemo", tp_comm_overlap="", tp="1", dp="96")
+    ).tp_comm_overlap
+    assert not request_for_run(_row(stack="megatron", tp_comm_overlap="")).tp_comm_overlap
+
+
+def test_maxtext_rows_run_cudnn_flash_attention() -> None:
+    """MaxText on H100 runs cuDNN flash attention through TE (FA3-class), not the FSDP2 stack's
+    SDPA FlashAttention-2; other rows leave the kernel to their stack."""
+    from bandwall.measure.calibrate.runs import load_runs, request_for_run
+
+    rows = {r["stack"]: r for r in load_runs()}
+    assert request_for_run(rows["maxtext"]).attention_kernel == "fa3"
+    assert request_for_run(rows["torchtitan"]).attention_kernel is None

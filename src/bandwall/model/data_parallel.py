@@ -29,11 +29,12 @@ def grad_bytes_per_param(reduce_dtype: str, compression: str) -> float:
     return 4.0 if reduce_dtype == "fp32" else 2.0
 
 
-def bucketed_all_reduce_s(grad_bytes: Any, bucket_MiB: float, all_reduce_s: Any) -> Any:
+def bucketed_all_reduce_s(grad_bytes: Any, bucket_MiB: Any, all_reduce_s: Any) -> Any:
     """All gradient buckets reduced one after another (PyTorch DDP, Li et al. 2020; Megatron's
     grad buckets): n buckets of the bucket size each pay the collective's latency, so small
-    models are latency-bound. `all_reduce_s(size)` prices one bucket."""
-    bucket = bucket_MiB * 2**20
+    models are latency-bound. `all_reduce_s(size)` prices one bucket; an infinite bucket is
+    one collective."""
+    bucket = np.asarray(bucket_MiB, dtype=float) * 2**20
     count = np.maximum(np.ceil(grad_bytes / bucket), 1.0)
     return count * all_reduce_s(grad_bytes / count)
 
@@ -58,7 +59,36 @@ def ddp_exposed_s(reduce_s: Any, backward_window_s: Any, last_bucket_s: Any) -> 
     return np.maximum(reduce_s - backward_window_s, last_bucket_s)
 
 
-def last_bucket_share(bucket_MiB: float, grad_bytes: Any) -> Any:
+#: PyTorch DDP's `bucket_cap_mb` default (torch/nn/parallel/distributed.py): the bucket of
+#: DDP and of FSDP2-stack ZeRO-1/2 layouts.
+DDP_BUCKET_MiB = 25.0
+#: Megatron-Core's default bucket, in gradient *elements*: max(40M, 1M × dp) ("make buckets
+#: larger [at large dp] to ensure that chunks used in NCCL ring-reduce implementations are
+#: large enough to remain bandwidth-bound", megatron/core/distributed/
+#: distributed_data_parallel.py); without --overlap-grad-reduce one bucket holds everything.
+MEGATRON_BUCKET_ELEMENTS = 40e6
+MEGATRON_BUCKET_ELEMENTS_PER_DP = 1e6
+#: DeepSpeed's `zero_optimization.reduce_bucket_size` default, in elements (DeepSpeed
+#: configuration docs, "reduce_bucket_size: 500000000").
+DEEPSPEED_BUCKET_ELEMENTS = 5e8
+
+
+def default_bucket_MiB(stack: Stack, dp: Any, grad_bytes: float, overlap_grad_reduce: Any) -> Any:
+    """The gradient bucket a stack uses when the request names none, in MiB per layout.
+
+    The bucket size sets how many collectives the gradient reduction pays latency for, and
+    stacks differ by 30x: PyTorch DDP 25 MiB, Megatron-Core max(40M, 1M·dp) elements (160 MB
+    of fp32 gradients at dp ≤ 40), DeepSpeed 5e8 elements."""
+    dp = np.asarray(dp, dtype=float)
+    if stack is Stack.MEGATRON:
+        elements = np.maximum(MEGATRON_BUCKET_ELEMENTS, MEGATRON_BUCKET_ELEMENTS_PER_DP * dp)
+        return np.where(overlap_grad_reduce, elements * grad_bytes / 2**20, np.inf)
+    if stack is Stack.DEEPSPEED:
+        return np.full(dp.shape, DEEPSPEED_BUCKET_ELEMENTS * grad_bytes / 2**20)
+    return np.full(dp.shape, DDP_BUCKET_MiB)
+
+
+def last_bucket_share(bucket_MiB: Any, grad_bytes: Any) -> Any:
     """Share of the gradients in the last bucket (1 when they fit in one)."""
     return np.minimum(1.0, bucket_MiB * 2**20 / np.maximum(grad_bytes, 1.0))
 

@@ -410,8 +410,24 @@ def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
     # fp8 GEMMs inside a step reach less of their microbenchmark rate than bf16 ones
     # (model/calibration.py)
     return rates.with_(
-        fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY
+        fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY,
+        attention_kernel=_attention_kernel(rates.arch, rates.attention_kernel, opt),
     )
+
+
+def _attention_kernel(arch: str, best: str, opt: StepOptions) -> str:
+    """The FlashAttention generation a step runs: the request's, else the stack's. FSDP2
+    stacks (torchtitan, llm-foundry) call PyTorch's scaled_dot_product_attention, whose flash
+    backend is the FlashAttention-2 that PyTorch vendors (aten/src/ATen/native/transformers/
+    cuda/flash_attn); FA3 is a separate package. Megatron and NeMo run TransformerEngine's
+    cuDNN fused attention, FA3-class on Hopper. So on Hopper FSDP2 gets FA2. A kernel the
+    architecture cannot run (FA3 off Hopper, FA4 off Blackwell) falls back to its best."""
+    if opt.attention_kernel is not None:
+        own = {"fa3": "hopper", "fa4": "blackwell"}.get(opt.attention_kernel, arch)
+        return opt.attention_kernel if own == arch else best
+    if opt.stack is Stack.FSDP2 and arch == "hopper":
+        return "fa2"
+    return best
 
 
 def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
@@ -626,9 +642,15 @@ def _ddp_s(
     sharded = d.zero >= 1
     ratio = topk_ratio(opt.compression)
 
+    bucket_MiB = (
+        data_parallel.default_bucket_MiB(opt.stack, d.dp_cp, d.grad_bytes, flags[0])
+        if opt.bucket_MiB is None
+        else opt.bucket_MiB
+    )
+
     def bucketed(op: Op, size: Any, ranks: Any, stride: Any) -> Any:
         return data_parallel.bucketed_all_reduce_s(
-            size, opt.bucket_MiB, lambda b: _coll(op, b, ranks, cl, stride)
+            size, bucket_MiB, lambda b: _coll(op, b, ranks, cl, stride)
         )
 
     if ratio is not None:
@@ -653,7 +675,7 @@ def _ddp_s(
         gather_s,
         data_parallel.overlap_window_s(stage.compute_s, d.pp, d.v),
         data_parallel.FORWARD_SHARE * stage.compute_s,
-        data_parallel.last_bucket_share(opt.bucket_MiB, dense_b + expert_b),
+        data_parallel.last_bucket_share(bucket_MiB, dense_b + expert_b),
         overlap_grad_reduce=flags[0],
         overlap_param_gather=flags[1],
     )

@@ -83,7 +83,8 @@ class StepOptions:
     pp_comm_overlap: bool = True
     flash_attention: bool = True
     ep_overlap: float = 0.0
-    bucket_MiB: float = 25.0
+    bucket_MiB: float | None = None
+    """None: the stack's default (`data_parallel.default_bucket_MiB`)."""
     gemm_efficiency: float | None = None
     straggler_mitigation: Mitigation = Mitigation.NONE
     schedule: Schedule = Schedule.INTERLEAVED
@@ -106,6 +107,8 @@ class StepOptions:
     overlap_param_gather: bool | None = None
     reshard_after_forward: bool | None = None
     fp8_recipe: str | None = None
+    attention_kernel: str | None = None
+    """None: the stack's (`engine._attention_kernel`)."""
     fp8_weights: bool = False
     recompute_layers: int | None = None
     """Layers per model chunk fully recomputed (with Recompute.FULL); None: all."""

@@ -98,6 +98,7 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         overlap_param_gather=req.overlap_param_gather,
         reshard_after_forward=req.reshard_after_forward,
         fp8_recipe=req.fp8_recipe,
+        attention_kernel=req.attention_kernel,
         fp8_weights=req.fp8_weights,
         recompute_layers=req.recompute_layers,
         cuda_graphs=req.cuda_graphs,

@@ -362,6 +362,12 @@ class PlanRequest(BaseModel):
     )
     """fp8 scaling recipe (TransformerEngine): delayed or current tensor scaling, blockwise
     (DeepSeek-V3), mxfp8 (Blackwell); unset: delayed on Hopper, mxfp8 on Blackwell."""
+    attention_kernel: Literal["fa2", "fa3", "fa4"] | None = Field(
+        default=None, json_schema_extra=_meta("strategy")
+    )
+    """FlashAttention generation the attention runs on; unset: the stack's (fsdp2: PyTorch
+    SDPA's FlashAttention-2 on Hopper) or else the GPU's best (FA3 on Hopper, FA4 on
+    Blackwell, FA2 before)."""
     fp8_weights: bool = Field(default=False, json_schema_extra=_meta("strategy"))
     """Keep the (frozen or primary) weights in fp8 (1 B/param), e.g. LoRA on an fp8 base."""
     recompute_layers: int | None = Field(
@@ -420,10 +426,11 @@ class PlanRequest(BaseModel):
     """Keep the optimizer state in host memory and step it on the CPU (ZeRO-Offload)."""
     ep_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
     """Share of expert-parallel all-to-all hidden by compute."""
-    bucket_MiB: float = Field(
-        default=25.0, gt=0, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
+    bucket_MiB: float | None = Field(
+        default=None, gt=0, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
     )
-    """DDP gradient bucket size in MiB."""
+    """Gradient bucket size in MiB (default: the stack's: Megatron-Core max(40M, 1M x dp)
+    elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MiB)."""
     straggler_mitigation: Mitigation = Field(
         default=Mitigation.NONE, json_schema_extra=_meta("strategy")
     )

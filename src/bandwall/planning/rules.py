@@ -83,6 +83,7 @@ TRAINING_ONLY = (
     "overlap_param_gather",
     "reshard_after_forward",
     "fp8_recipe",
+    "attention_kernel",
     "fp8_weights",
     "recompute_layers",
     "cuda_graphs",

@@ -41,6 +41,15 @@ STACKS: dict[str, tuple[str, int]] = {
 }
 
 
+#: Source stacks whose published recipes overlap TP communication with the GEMMs whenever
+#: tp > 1, so a row that leaves `tp_comm_overlap` blank ran with it: the NeMo launcher's GPT-3
+#: configs (`sequence_parallel: True`, `ub_tp_comm_overlap: True`,
+#: launcher_scripts/conf/training/gpt3/175b.yaml), NeMo 2's Llama 3 performance recipes
+#: (MegatronCommOverlapCallback(tp_comm_overlap=True)) and Megatron-Bridge's performance
+#: configs (CommOverlapConfig(tp_comm_overlap=True)).
+TP_OVERLAP_STACKS = frozenset({"nemo"})
+
+
 def load_runs(text: str | None = None) -> list[dict[str, str]]:
     """The shipped rows (or those of `text`, a CSV of the same columns)."""
     if text is None:
@@ -109,6 +118,16 @@ def _fp8_recipe(text: str) -> str | None:
     if "current" in t or "dynamic" in t or "tensorwise" in t:
         return "current"
     return "delayed"
+
+
+def _attention_kernel(row: dict[str, str]) -> str | None:
+    """The attention kernel a row's stack text names, when it differs from its stack's
+    default: MaxText on GPU runs cuDNN flash attention through TransformerEngine (FA3-class on
+    Hopper), not PyTorch SDPA's FA2 like the other FSDP-style stacks."""
+    text = _cell(row, "stack_version").lower()
+    if "cudnn flash" in text and _cell(row, "gpu").startswith(("H100", "H200", "H800")):
+        return "fa3"
+    return None
 
 
 def _model_fields(row: dict[str, str]) -> dict[str, Any]:
@@ -199,6 +218,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "tp_comm_overlap": _bool(row, "tp_comm_overlap"),
         "compile": _bool(row, "compile"),
         "flash_attention": flash,
+        "attention_kernel": _attention_kernel(row),
         "stack": stack,
         # DeepSeek's DualPipe overlaps the expert all-to-alls with compute ("near-zero
         # all-to-all overhead", DeepSeek-V3 report §3.2.1): the source states the overlap
@@ -209,7 +229,16 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
     }
     if tp == 1 or fields["sequence_parallel"] is False:
         fields["sequence_parallel"] = tp > 1 and fields["sequence_parallel"] is not False
-    if fields["tp_comm_overlap"] and not fields["sequence_parallel"]:
+    if (
+        fields["tp_comm_overlap"] is None
+        and tp > 1
+        and _cell(row, "stack") in TP_OVERLAP_STACKS
+        and fields["sequence_parallel"] is not False
+    ):
+        fields["tp_comm_overlap"] = True
+    # --tp-comm-overlap needs sequence parallelism (Megatron asserts it): a row that names the
+    # overlap and leaves SP blank ran with SP, which is also the request's default
+    if fields["tp_comm_overlap"] and fields["sequence_parallel"] is False:
         fields["tp_comm_overlap"] = None
     return make_request(**fields)
 
