@@ -8,7 +8,8 @@ the held-out runs.
 
 The fit set is the fit third of `published_runs.csv` (sha256(id) % 3 == 0, fixed before any
 evaluation) and the five fit rows of Korthikanti et al. 2022 Table 5 (the three of
-`TEST_IDS` are held out, as they always were). Only these set anything: IN_STEP_EFFICIENCY,
+`TEST_IDS` are held out, as they always were). Only these set anything: IN_STEP_EFFICIENCY
+(pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS 16-bit fit runs),
 FP8_GEMM_IN_STEP_EFFICIENCY (each bisected so the median signed log error of its group is
 zero, alternated)
 and the residual quantiles of model/calibration.py. Held-out rows are priced and reported,
@@ -18,6 +19,7 @@ never used.
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib
 import math
 import re
@@ -25,7 +27,9 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from bandwall.catalog.loader import load_catalog
 from bandwall.measure.calibrate.published import SOURCES, load_rows, request_for
 from bandwall.measure.calibrate.runs import RunResult, load_runs, summarize, validate_runs
 from bandwall.model import calibration
@@ -36,6 +40,7 @@ KORTHIKANTI = "korthikanti_table5.csv"
 #: Korthikanti rows held out since the first fit (one of each kind across three sizes).
 TEST_IDS = ("175b-full", "530b-selective-sp", "1t-full")
 CONSTANTS = ("IN_STEP_EFFICIENCY", "FP8_GEMM_IN_STEP_EFFICIENCY")
+BY_ARCH = "IN_STEP_EFFICIENCY_BY_ARCH"
 
 
 def korthikanti_results() -> list[RunResult]:
@@ -69,7 +74,7 @@ def all_results(rows: list[dict[str, str]], korthikanti: bool = True) -> list[Ru
     return results
 
 
-def with_constants(values: dict[str, float], fn: Callable[[], list[RunResult]]) -> list[RunResult]:
+def with_constants(values: dict[str, Any], fn: Callable[[], list[RunResult]]) -> list[RunResult]:
     saved = {k: getattr(calibration, k) for k in values}
     for k, v in values.items():
         setattr(calibration, k, v)
@@ -102,27 +107,69 @@ def bisect(f: Callable[[float], float], low: float, high: float, tol: float = 0.
     return round((low + high) / 2, 3)
 
 
-def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, float]:
-    """Both constants on the fit set, each so that the median signed log error of its group is
-    zero (no bias where it was fitted): the 16-bit runs set IN_STEP_EFFICIENCY, then the fp8
-    runs set FP8_GEMM_IN_STEP_EFFICIENCY given it; repeated until neither moves."""
-    values = {k: float(getattr(calibration, k)) for k in CONSTANTS}
+def arch_of(gpu: str) -> str:
+    """The catalog architecture of a run's GPU."""
+    return load_catalog().gpu_perf(gpu).arch
 
-    def residual_for(name: str, keep: Callable[[RunResult], bool]) -> Callable[[float], float]:
+
+def fitted_archs(fit_rows: list[dict[str, str]]) -> list[str]:
+    """Architectures with at least MIN_ARCH_RUNS 16-bit fit runs (Korthikanti's A100 included):
+    each gets its own in-step efficiency."""
+    gpus = [r.gpu for r in all_results(fit_rows) if r.split == "fit" and r.precision != "fp8"]
+    counts = collections.Counter(arch_of(g) for g in gpus)
+    return sorted(a for a, n in counts.items() if n >= calibration.MIN_ARCH_RUNS)
+
+
+def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
+    """The constants on the fit set, each so that the median signed log error of its group is
+    zero (no bias where it was fitted): the 16-bit runs of each architecture with enough of them
+    set its IN_STEP_EFFICIENCY_BY_ARCH entry, all 16-bit runs priced with one constant the
+    pooled IN_STEP_EFFICIENCY (the other architectures'), then the fp8 runs set
+    FP8_GEMM_IN_STEP_EFFICIENCY given them; repeated until nothing moves."""
+    archs = fitted_archs(fit_rows)
+    values: dict[str, Any] = {k: float(getattr(calibration, k)) for k in CONSTANTS}
+    values[BY_ARCH] = {a: float(calibration.in_step_efficiency(a)) for a in archs}
+
+    def residual_for(
+        set_x: Callable[[float], dict[str, Any]], keep: Callable[[RunResult], bool]
+    ) -> Callable[[float], float]:
         def residual(x: float) -> float:
-            res = with_constants({**values, name: x}, lambda: all_results(fit_rows))
+            res = with_constants(set_x(x), lambda: all_results(fit_rows))
             # a higher efficiency predicts faster steps: the residual rises with x
             return -median_log_residual([r for r in res if r.split == "fit" and keep(r)])
 
         return residual
 
+    def sixteen_bit(arch: str | None) -> Callable[[RunResult], bool]:
+        return lambda r: r.precision != "fp8" and (arch is None or arch_of(r.gpu) == arch)
+
     for _ in range(3):
-        before = dict(values)
+        before = {**values, BY_ARCH: dict(values[BY_ARCH])}
+        for arch in archs:
+            values[BY_ARCH][arch] = bisect(
+                residual_for(
+                    lambda x, a=arch: {**values, BY_ARCH: {**values[BY_ARCH], a: x}},
+                    sixteen_bit(arch),
+                ),
+                0.6,
+                1.2,
+            )
+        # the pooled constant as if every architecture used it (fitted on all 16-bit runs, not
+        # on the few whose architecture has no entry of its own)
         values["IN_STEP_EFFICIENCY"] = bisect(
-            residual_for("IN_STEP_EFFICIENCY", lambda r: r.precision != "fp8"), 0.6, 1.2
+            residual_for(
+                lambda x: {**values, "IN_STEP_EFFICIENCY": x, BY_ARCH: {}}, sixteen_bit(None)
+            ),
+            0.6,
+            1.2,
         )
         values["FP8_GEMM_IN_STEP_EFFICIENCY"] = bisect(
-            residual_for("FP8_GEMM_IN_STEP_EFFICIENCY", lambda r: r.precision == "fp8"), 0.3, 1.2
+            residual_for(
+                lambda x: {**values, "FP8_GEMM_IN_STEP_EFFICIENCY": x},
+                lambda r: r.precision == "fp8",
+            ),
+            0.3,
+            1.2,
         )
         if values == before:
             break
@@ -150,12 +197,21 @@ def residual_table(fit: list[RunResult]) -> dict[str, tuple[float, float, int]]:
     return {k: (round(a, 4), round(b, 4), n) for k, (a, b, n) in out.items()}
 
 
-def generated_block(table: dict[str, tuple[float, float, int]], values: dict[str, float]) -> str:
+def generated_block(table: dict[str, tuple[float, float, int]], values: dict[str, Any]) -> str:
     text = CALIBRATION_PY.read_text()
     block = re.search(r"# BEGIN GENERATED.*?# END GENERATED", text, re.S)
     assert block is not None
     out = block.group(0)
     for name, value in values.items():
+        if name == BY_ARCH:
+            text_value = "{" + ", ".join(f'"{a}": {v}' for a, v in sorted(value.items())) + "}"
+            out = re.sub(
+                rf"^{name}: dict\[str, float\] = .*$",
+                f"{name}: dict[str, float] = {text_value}",
+                out,
+                flags=re.M,
+            )
+            continue
         out = re.sub(rf"^{name} = .*$", f"{name} = {value}", out, flags=re.M)
     table_lines = "\n".join(f'    "{k}": ({a}, {b}, {n}),' for k, (a, b, n) in table.items())
     return re.sub(
@@ -166,7 +222,7 @@ def generated_block(table: dict[str, tuple[float, float, int]], values: dict[str
     )
 
 
-def write_table(table: dict[str, tuple[float, float, int]], values: dict[str, float]) -> None:
+def write_table(table: dict[str, tuple[float, float, int]], values: dict[str, Any]) -> None:
     text = CALIBRATION_PY.read_text()
     pattern = re.compile(r"# BEGIN GENERATED.*?# END GENERATED", re.S)
     block = generated_block(table, values)
@@ -211,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     table = residual_table(fit)
     print("residuals (fit):", table)
     if args.write:
-        write_table(table, {k: getattr(calibration, k) for k in CONSTANTS})
+        write_table(table, {k: getattr(calibration, k) for k in (*CONSTANTS, BY_ARCH)})
         importlib.reload(calibration)
         print(f"wrote {CALIBRATION_PY}")
     if table == calibration.STEP_RESIDUALS:

@@ -7,7 +7,7 @@ MFU is counted one way for every row, whatever the source used: 6 × parameters 
 dense bf16 peak of the GPU (fp8 runs too, so the columns compare). The published figure is
 converted from the run's measured step time (`measured_step_s`, itself converted from the
 source's tokens/s or TFLOP/s by the formula in the row's `conversion` column). Split: fit rows
-set the model's two constants; held-out rows did not.
+set the model's fitted constants; held-out rows did not.
 """
 
 from __future__ import annotations

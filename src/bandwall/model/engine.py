@@ -449,7 +449,7 @@ def _optimizer_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> Any:
 
 def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
     rates = _gpu_rates(cl, opt)
-    optimizer_s = _optimizer_s(d, opt, rates) / calibration.IN_STEP_EFFICIENCY
+    optimizer_s = _optimizer_s(d, opt, rates) / calibration.in_step_efficiency(rates.arch)
     if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
@@ -563,7 +563,7 @@ def _transformer_stage(
         holding `layers`, the embedding if `first`, the LM head and loss if `last`."""
         gpu = layers * (per_layer + recompute - frozen_saving)
         gpu = gpu + np.where(last, head.total_s, 0.0) + np.where(first, embed, 0.0)
-        gpu = gpu / calibration.IN_STEP_EFFICIENCY
+        gpu = gpu / calibration.in_step_efficiency(rates.arch)
         t = compute.host_bound_s(gpu, layers * kernels + np.where(last, head.kernels, 0), rates)
         cp_total = layers * (cp_ag + cp_rs)
         cp = parallel.cp_microbatch_s(layers, cp_ag, cp_rs, layers * attention)
@@ -633,17 +633,28 @@ def _grad_bytes(d: Dims) -> tuple[Any, Any]:
 
 
 def _ddp_s(
-    cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms, flags: tuple[Any, Any]
+    w: Workload,
+    cl: Cluster,
+    d: Dims,
+    opt: StepOptions,
+    stage: StageTerms,
+    flags: tuple[Any, Any],
 ) -> tuple[Any, Any, Any]:
     """DDP (ZeRO-0) and sharded optimizers (ZeRO-1/2): gradients all-reduced, or
     reduce-scattered and the updated weights all-gathered, in buckets, once per step.
-    (exposed s, hidden s, bytes sent)."""
+    (exposed s, hidden s, bytes sent). The buckets are the stack's; a CNN trains with
+    PyTorch DDP whatever the stack (Megatron and DeepSpeed are transformer frameworks)."""
     dense_b, expert_b = _grad_bytes(d)
     sharded = d.zero >= 1
     ratio = topk_ratio(opt.compression)
 
     bucket_MiB = (
-        data_parallel.default_bucket_MiB(opt.stack, d.dp_cp, d.grad_bytes, flags[0])
+        data_parallel.default_bucket_MiB(
+            opt.stack if isinstance(w, Transformer) else Stack.FSDP2,
+            d.dp_cp,
+            d.grad_bytes,
+            flags[0],
+        )
         if opt.bucket_MiB is None
         else opt.bucket_MiB
     )
@@ -755,7 +766,9 @@ def _outer_s(
     return exposed, 2 * data_parallel.ring_share(d.workers) * outer_bytes / H
 
 
-def _data_parallel(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> DataParallelTerms:
+def _data_parallel(
+    w: Workload, cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms
+) -> DataParallelTerms:
     flags = data_parallel.overlap_flags(
         opt.stack,
         d.zero,
@@ -763,7 +776,7 @@ def _data_parallel(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) ->
         grad_reduce=opt.overlap_grad_reduce,
         param_gather=opt.overlap_param_gather,
     )
-    ddp_s, ddp_hidden, ddp_bytes = _ddp_s(cl, d, opt, stage, flags)
+    ddp_s, ddp_hidden, ddp_bytes = _ddp_s(w, cl, d, opt, stage, flags)
     fsdp_s, fsdp_hidden, fsdp_bytes = _fsdp_s(cl, d, opt, stage, flags)
     fsdp = d.zero >= 3
     inner_s = np.where(fsdp, fsdp_s, ddp_s)
@@ -960,7 +973,7 @@ def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> M
         mem = _memory(w, cl, d, opt)
         stage = _stage(w, cl, d, opt, mem)
         pipe = _pipeline(cl, d, opt, stage)
-        dpt = _data_parallel(cl, d, opt, stage)
+        dpt = _data_parallel(w, cl, d, opt, stage)
         step = _step(w, cl, d, stage, pipe, dpt, opt)
         run = _run(w, cl, d, opt, step)
         used = _energy(w, cl, d, step, run)
