@@ -323,3 +323,13 @@ def test_help_lists_allowed_values(run_cli) -> None:  # type: ignore[no-untyped-
     flat = " ".join(r.out.split())
     for value in ("ai-factory-ib", "llama3-70b", "H100-SXM", "ib-ndr", "interleaved"):
         assert value in flat
+
+
+@pytest.mark.parametrize("command", ["plan", "infer"])
+def test_a_subnormal_nic_count_is_refused_in_one_line(run_cli, command: str) -> None:  # type: ignore[no-untyped-def]
+    """Found by a fresh fuzz draw: `--nics-per-node 5e-324` passed `> 0`, underflowed to 0
+    inside the model and came back as a numpy dump. NICs per node start at 1/8 (one NIC
+    shared by eight nodes); a topology error shows one number, never an array."""
+    r = run_cli(command, "--nics-per-node", "5e-324")
+    assert r.code == 2
+    assert r.err.count("\n") == 1 and "--nics-per-node" in r.err and "0.125" in r.err

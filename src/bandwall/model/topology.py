@@ -332,6 +332,15 @@ class Link:
         return np.asarray(self.bandwidth_Bps, dtype=np.float64) * self.in_network_efficiency
 
 
+def _shown(value: Any) -> str:
+    """A value for a one-line error: itself, or the offending extreme of an array (an error
+    names the field and what is wrong, never a numpy dump)."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim == 0 or arr.size == 1:
+        return f"{float(arr.reshape(-1)[0]):g}"
+    return f"{float(np.min(arr)):g} (smallest of {arr.size:,})"
+
+
 @dataclass(frozen=True)
 class Topology:
     """GPUs per node × nodes per site × sites, with one link type per level.
@@ -400,28 +409,36 @@ class Topology:
     def __post_init__(self) -> None:  # noqa: C901
         g = np.asarray(self.gpus_per_node)
         if np.any(g < 1):
-            raise ConfigError(f"must be >= 1, got {self.gpus_per_node}", field="gpus_per_node")
+            raise ConfigError(
+                f"must be >= 1, got {_shown(self.gpus_per_node)}", field="gpus_per_node"
+            )
         if np.any(g > 1) and self.scale_up is None:
             raise ConfigError(
                 "a node with more than one GPU needs a scale-up fabric", field="scale_up"
             )
         if np.any(np.asarray(self.nics_per_node) <= 0):
-            raise ConfigError(f"must be > 0, got {self.nics_per_node}", field="nics_per_node")
+            raise ConfigError(
+                f"must be > 0, got {_shown(self.nics_per_node)}", field="nics_per_node"
+            )
         if np.any(np.asarray(self.oversubscription) < 1):
             raise ConfigError(
-                f"must be >= 1 (1 = non-blocking), got {self.oversubscription}",
+                f"must be >= 1 (1 = non-blocking), got {_shown(self.oversubscription)}",
                 field="oversubscription",
             )
         if self.nodes_per_site is not None and np.any(np.asarray(self.nodes_per_site) < 1):
-            raise ConfigError(f"must be >= 1, got {self.nodes_per_site}", field="nodes_per_site")
+            raise ConfigError(
+                f"must be >= 1, got {_shown(self.nodes_per_site)}", field="nodes_per_site"
+            )
         if self.nodes_per_site is not None and self.wan is None:
             raise ConfigError(
                 "nodes_per_site is set but no WAN fabric joins the sites", field="wan"
             )
         if self.tcp_streams is not None and np.any(np.asarray(self.tcp_streams) < 1):
-            raise ConfigError(f"must be >= 1, got {self.tcp_streams}", field="tcp_streams")
+            raise ConfigError(f"must be >= 1, got {_shown(self.tcp_streams)}", field="tcp_streams")
         if self.tcp_window_bytes is not None and np.any(np.asarray(self.tcp_window_bytes) <= 0):
-            raise ConfigError(f"must be > 0, got {self.tcp_window_bytes}", field="tcp_window_bytes")
+            raise ConfigError(
+                f"must be > 0, got {_shown(self.tcp_window_bytes)}", field="tcp_window_bytes"
+            )
         parse_backend(self.backend)
         parse_congestion_control(self.congestion_control)
         if self.gpu_arch is not None:
@@ -430,7 +447,7 @@ class Topology:
             raise unknown_choice("host_cpu", self.host_cpu, ["intel", "amd"])
         if self.qps_per_connection is not None and np.any(np.asarray(self.qps_per_connection) < 1):
             raise ConfigError(
-                f"must be >= 1, got {self.qps_per_connection}", field="qps_per_connection"
+                f"must be >= 1, got {_shown(self.qps_per_connection)}", field="qps_per_connection"
             )
         if self.load_balancing is not None:
             # one spelling from here on: auto is the fabric's own, static is ecmp
@@ -452,7 +469,7 @@ class Topology:
         ):
             value = getattr(self, name)
             if value is not None and np.any(np.asarray(value) <= 0):
-                raise ConfigError(f"must be > 0, got {value}", field=name)
+                raise ConfigError(f"must be > 0, got {_shown(value)}", field=name)
 
     def qps(self) -> Numeric:
         """Queue pairs per NCCL connection (each one a hashed flow on RoCE)."""

@@ -226,9 +226,9 @@ class PlanRequest(BaseModel):
     fabric: str | None = Field(default=None, json_schema_extra=_meta("network", choices="fabric"))
     """Scale-out fabric key, or measured:NAME from `bandwall calibrate` (default: preset's)."""
     nics_per_node: float | None = Field(
-        default=None, gt=0, le=64, json_schema_extra=_meta("network")
+        default=None, ge=0.125, le=64, json_schema_extra=_meta("network")
     )
-    """Scale-out NICs per node."""
+    """Scale-out NICs per node (a fraction: one NIC shared by up to 8 nodes)."""
     oversubscription: float | None = Field(
         default=None, ge=1, le=1024, json_schema_extra=_meta("network", vector=True)
     )
