@@ -56,3 +56,10 @@ def test_plan_prints_the_assumptions_that_decide_the_answer(run_cli) -> None:  #
     text = " ".join(given.out.split())
     assert "1,000,000,000,000 tokens (--tokens)" in text
     assert "0.500 (--gemm-efficiency)" in text and "gradients reduced in bf16" in text
+    # the attention kernel: Megatron's TE/cuDNN attention on Hopper is priced as FA3; FSDP2
+    # calls PyTorch SDPA (FA2); an option says so
+    assert "FlashAttention-3 (megatron's default)" in lines
+    fsdp = " ".join(run_cli(*argv, "--stack", "fsdp2").out.split())
+    assert "FlashAttention-2 (fsdp2's default)" in fsdp
+    asked = " ".join(run_cli(*argv, "--attention-kernel", "fa2").out.split())
+    assert "FlashAttention-2 (--attention-kernel)" in asked

@@ -411,21 +411,23 @@ def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
     # (model/calibration.py)
     return rates.with_(
         fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY,
-        attention_kernel=_attention_kernel(rates.arch, rates.attention_kernel, opt),
+        attention_kernel=attention_kernel(
+            rates.arch, rates.attention_kernel, opt.stack, opt.attention_kernel
+        ),
     )
 
 
-def _attention_kernel(arch: str, best: str, opt: StepOptions) -> str:
+def attention_kernel(arch: str, best: str, stack: Stack, requested: str | None) -> str:
     """The FlashAttention generation a step runs: the request's, else the stack's. FSDP2
     stacks (torchtitan, llm-foundry) call PyTorch's scaled_dot_product_attention, whose flash
     backend is the FlashAttention-2 that PyTorch vendors (aten/src/ATen/native/transformers/
     cuda/flash_attn); FA3 is a separate package. Megatron and NeMo run TransformerEngine's
     cuDNN fused attention, FA3-class on Hopper. So on Hopper FSDP2 gets FA2. A kernel the
     architecture cannot run (FA3 off Hopper, FA4 off Blackwell) falls back to its best."""
-    if opt.attention_kernel is not None:
-        own = {"fa3": "hopper", "fa4": "blackwell"}.get(opt.attention_kernel, arch)
-        return opt.attention_kernel if own == arch else best
-    if opt.stack is Stack.FSDP2 and arch == "hopper":
+    if requested is not None:
+        own = {"fa3": "hopper", "fa4": "blackwell"}.get(requested, arch)
+        return requested if own == arch else best
+    if stack is Stack.FSDP2 and arch == "hopper":
         return "fa2"
     return best
 

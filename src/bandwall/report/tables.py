@@ -210,13 +210,37 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
             "published runs); --gemm-efficiency"
         )
     recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
-    return [
+    rows = [
         ("global batch", batch),
         ("budget", budget),
         ("GEMM efficiency", gemm),
         ("precision", f"{req.precision} compute, gradients reduced in {req.reduce_dtype}"),
         ("recompute", recompute),
     ]
+    if isinstance(w, Transformer):
+        rows.append(("attention", _attention_text(plan)))
+    return rows
+
+
+#: How each attention kernel is named to a user.
+_KERNEL_NAMES = {"fa2": "FlashAttention-2", "fa3": "FlashAttention-3", "fa4": "FlashAttention-4"}
+
+
+def _attention_text(plan: Plan) -> str:
+    """The attention kernel the step was priced with, and why (the option, or the stack's)."""
+    from bandwall.model.compute.rates import DEFAULT_ATTENTION_KERNEL
+    from bandwall.model.engine import attention_kernel
+    from bandwall.model.vocab import Stack
+
+    req = plan.request
+    if not req.flash_attention:
+        return "unfused softmax (--no-flash-attention)"
+    arch = plan.cluster.perf.arch
+    kernel = attention_kernel(
+        arch, DEFAULT_ATTENTION_KERNEL[arch], Stack(req.stack), req.attention_kernel
+    )
+    why = "--attention-kernel" if req.attention_kernel is not None else f"{req.stack}'s default"
+    return f"{_KERNEL_NAMES[kernel]} ({why})"
 
 
 def assumptions_table(plan: Plan) -> Table:
