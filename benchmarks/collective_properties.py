@@ -18,7 +18,8 @@ NCCL behaviour: tuning.cc ``ncclTopoGetAlgoTime``, enqueue.cc ``topoGetAlgoInfo`
 time over everything NCCL can run must itself show none. Exceptions are listed in
 docs/network.md.
 
-Run: python benchmarks/collective_properties.py [POINTS]   (default 100,000)
+Run: python benchmarks/collective_properties.py [POINTS [SEED]]   (default 100,000; a fresh
+SEED draws points no earlier run saw)
 """
 
 from __future__ import annotations
@@ -267,8 +268,8 @@ def check(b: Batch, rng: np.random.Generator) -> dict[str, tuple[int, int]]:
     return out
 
 
-def main(points: int = 100_000) -> int:
-    rng = np.random.default_rng(20260522)
+def main(points: int = 100_000, seed: int = 20260522) -> int:
+    rng = np.random.default_rng(seed)
     totals: dict[str, list[int]] = {p: [0, 0] for p in PROPERTIES}
     where: Counter[str] = Counter()
     done = skipped = 0
@@ -300,4 +301,5 @@ def main(points: int = 100_000) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 100_000))
+    args = [int(a) for a in sys.argv[1:3]]
+    sys.exit(main(*args))

@@ -69,6 +69,24 @@ def test_more_nic_bandwidth_never_slows_roce_all_gather() -> None:
     assert np.all(~jumps | ladder[:-1] | ladder[1:])
 
 
+def test_in_network_steps_say_speed_ladder() -> None:
+    """Was unexplained (collective_properties.py, 83 per 100k): CollNet's heads take the NIC's
+    ladder plan, so an all_reduce over 15 B200 on SHARP-enabled XDR stepped 5% down at 120 Gb/s
+    with no note. Where planning the NIC at its full rate would be faster, the note says so."""
+    topo = build_topology(gpus_per_node=1, scale_out="ib-xdr", gpu="B200", in_network=True)
+    rates = np.linspace(100, 140, 401) * GB / 8
+    res = evaluate(Op.ALL_REDUCE, 15209.0, 15, _at(topo, rates))
+    assert set(res.algo.tolist()) == {"collnet_chain"}
+    t = res.time_s
+    jumps = np.abs(np.diff(t)) > 0.01 * t[1:]
+    assert jumps.sum() >= 1
+    ladder = _said(res, "speed ladder")
+    assert np.all(~jumps | ladder[:-1] | ladder[1:])
+    # at a rate on a rung the plan is the rate: nothing to say
+    on_rung = evaluate(Op.ALL_REDUCE, 15209.0, 15, _at(topo, 120 * GB / 8))
+    assert not _said(on_rung, "speed ladder").any()
+
+
 def test_tree_correction_is_not_a_time_step() -> None:
     """Was: `bandwall collective --op all_reduce --ranks 64 --fabric ib-ndr --sizes
     4194303,4194304` gave 159.1 µs for the smaller and 144.1 µs for the larger (NCCL's

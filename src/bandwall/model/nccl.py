@@ -37,6 +37,9 @@ Where bandwall departs from NCCL, it says so:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -282,6 +285,22 @@ def dup_channels(n_ch: Any, speed: Any, cc_above_80: bool) -> tuple[FloatArray, 
     return np.where(skip, n_ch, dup), np.where(skip, speed, speed / factor)
 
 
+#: False inside `without_speed_ladder`: NICs planned at their full rate.
+_SPEED_LADDER: ContextVar[bool] = ContextVar("speed_ladder", default=True)
+
+
+@contextmanager
+def without_speed_ladder() -> Iterator[None]:
+    """Price as if NCCL's search planned every NIC at its full rate. Comparing with the real
+    price says where the speed ladder (search.cc:1051-1066), not the hardware, sets the price:
+    there it steps with the NIC rate instead of following it."""
+    token = _SPEED_LADDER.set(False)
+    try:
+        yield
+    finally:
+        _SPEED_LADDER.reset(token)
+
+
 def nic_plan(plan_GBps: Any, ladder: tuple[float, ...]) -> tuple[FloatArray, FloatArray]:
     """(channels, planned GB/s) the search fits on one NIC rated `plan_GBps`: channels at the
     fastest rung not above the rate, as many as fit (at least one, at the rate itself when
@@ -382,7 +401,7 @@ def shape_of(n: FloatArray, topo: Topology) -> Shape:
         laid_out = out.bandwidth_Bps if out.layout_Bps is None else out.layout_Bps
         layout_rate = np.minimum(np.asarray(laid_out, dtype=np.float64) / GB, host) + zero
         layout_ch, layout_plan = nic_plan(layout_rate, ladder)
-        _, plan = nic_plan(rate, ladder)
+        _, plan = nic_plan(rate, ladder) if _SPEED_LADDER.get() else (None, rate)
         flows = topo.streams_per_peer(out) * np.maximum(ppn / nics, 1.0)
         per_nic = np.minimum(np.asarray(topo.link_Bps(out, flows)) / GB, rate)
         # flow collisions on the spine paths (static ECMP), or the adaptive-routing balance
@@ -727,7 +746,15 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:  # noqa: C901
     # --- CollNet (network SHARP): needs the SHARP plugin enabled, >= 2 nodes, <= 8 local ranks
     if (is_ar or is_agrs) and bool(np.any(sh.sharp_ok)):
         heads = np.minimum(ppn, np.maximum(np.floor(sh.nics), 1.0))
-        per_head = np.minimum(sh.nic_plan_GBps / sh.layout_ch_per_nic, sh.net_cap_GBps / heads)
+        head_plan = sh.nic_plan_GBps / sh.layout_ch_per_nic
+        per_head = np.minimum(head_plan, sh.net_cap_GBps / heads)
+        # a head's share is the NIC's ladder plan where that, not the network, binds: the
+        # price then steps with the NIC rate as the ring's does (search.cc:1051-1066)
+        head_ladder = (
+            multi
+            & (sh.nic_plan_GBps < sh.nic_rate_GBps * (1 - 1e-9))
+            & (head_plan < sh.net_cap_GBps / heads * (1 - 1e-9))
+        )
         ok = sh.sharp_ok & (ppn <= MAX_COLLNET_LOCAL_RANKS)
         inter = inter_lat(NcclAlgo.COLLNET_DIRECT, 2, sh.net_lat_us)
         lat_direct = (
@@ -751,6 +778,7 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:  # noqa: C901
                 bus * 0.5,
                 ok & sh.nvswitch,
                 sharp=True,
+                ladder_bound=head_ladder,
             )
             lat_chain = 2 * (ppn - 1) * hw_intra[NcclAlgo.COLLNET_CHAIN][2] + inter_lat(
                 NcclAlgo.COLLNET_CHAIN, 2, sh.net_lat_us
@@ -766,6 +794,7 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:  # noqa: C901
                 channels=coll_ch,
                 chunk_bytes=COLLNET_NTHREADS * COLLNET_THREAD_THRESHOLD + zero,
                 sharp=True,
+                ladder_bound=head_ladder,
             )
         else:
             bus = ppn * np.minimum(sh.nvlink_GBps, 0.9 * per_head)
@@ -777,6 +806,7 @@ def _candidates(func: NcclFunc, sh: Shape) -> list[Candidate]:  # noqa: C901
                 bus,
                 ok & sh.nvswitch & (ppn <= heads),
                 sharp=True,
+                ladder_bound=head_ladder & (0.9 * per_head < sh.nvlink_GBps),
             )
 
     # --- NVLS: NVSwitch multicast inside the node; across nodes NVLS_TREE (tree over the

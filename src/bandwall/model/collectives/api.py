@@ -19,7 +19,7 @@ from bandwall.model.collectives import calibrated, dedupe, fast, pricing
 from bandwall.model.collectives.levels import check_links
 from bandwall.model.collectives.options import Option, call_overhead_s, options, prune
 from bandwall.model.collectives.vocab import NO_PROTOCOL, Algo, Op, busbw_factor
-from bandwall.model.nccl import Proto
+from bandwall.model.nccl import Proto, without_speed_ladder
 from bandwall.model.topology import Topology
 from bandwall.units import GB
 
@@ -158,7 +158,15 @@ def _selection(
     p, opts = _priced(op, algo, size, n, topo, protocol, want_names)
     a, pr = _names(opts, p.which)
     ba, bp = _names(opts, p.best_which)
-    return Selection(p.time_s, p.best_s, a, pr, ba, bp, p.ladder, p.segmented)
+    ladder = p.ladder
+    if want_names:
+        # where planning every NIC at its full rate would be faster, NCCL's speed ladder sets
+        # the price (whichever option it binds: the one running or one that would take over)
+        with without_speed_ladder():
+            free, _ = _priced(op, algo, size, n, topo, protocol, False)
+        binds = (free.time_s < p.time_s * (1 - 1e-9)) | (free.best_s < p.best_s * (1 - 1e-9))
+        ladder = binds if ladder is None else ladder | binds
+    return Selection(p.time_s, p.best_s, a, pr, ba, bp, ladder, p.segmented)
 
 
 def _where(mask: Any, a: Any, b: Any) -> Any:
