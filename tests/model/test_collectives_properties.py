@@ -221,3 +221,11 @@ def test_scalar_calls_match_the_vector_path(p: dict[str, object]) -> None:
         return
     scalar = [float(collective_time_s(op, Algo.AUTO, float(s), n, topo)) for s in sizes]
     np.testing.assert_allclose(scalar, vector, rtol=1e-12)
+    # as the engine calls it for one plan: one-element arrays, on a topology of them
+    one = [collective_time_s(op, Algo.AUTO, np.array([s]), np.array([n]), topo) for s in sizes]
+    assert all(t.shape == (1,) for t in one)
+    np.testing.assert_allclose([float(t[0]) for t in one], vector, rtol=1e-12)
+    arrays = replace(topo, gpus_per_node=np.array([float(topo.gpus_per_node)]))
+    one = [collective_time_s(op, Algo.AUTO, float(s), n, arrays) for s in sizes]
+    assert all(t.shape == (1,) for t in one)
+    np.testing.assert_allclose([float(t[0]) for t in one], vector, rtol=1e-12)

@@ -213,6 +213,24 @@ def test_a_small_model_in_eager_mode_waits_on_the_cpu() -> None:
     assert float(step.host_bound_s(lc.gpu_s, lc.kernels, graphs)) == float(lc.gpu_s)
 
 
+def test_a_large_batch_prices_each_distinct_shape_as_its_own_call() -> None:
+    """Above gemm.DEDUPE_ABOVE elements the layout search's repeated shapes are priced once
+    each; every element must still get exactly its own shape's price (fp8 flags included)."""
+    rng = np.random.default_rng(3)
+    size = gemm.DEDUPE_ABOVE * 3
+    m = rng.choice([1.0, 16.0, 1000.0, 8192.0], size)
+    n = rng.choice([128.0, 4096.0, 14336.0], size)
+    k = rng.choice([64.0, 4096.0, 3e4], size)
+    count = rng.choice([1.0, 8.0], size)
+    fp8 = rng.choice([False, True], size)
+    r = h100()
+    batch = gemm.gemm_compute_s(m, n, k, r, fp8=fp8, count=count)
+    assert batch.shape == (size,)
+    for i in rng.choice(size, 64, replace=False):
+        one = gemm.gemm_compute_s(m[i], n[i], k[i], r, fp8=fp8[i], count=count[i])
+        assert float(batch[i]) == float(one)
+
+
 @given(
     tokens=st.lists(st.sampled_from([512.0, 2048.0, 8192.0, 16384.0]), min_size=1, max_size=6),
     tp=st.sampled_from([1.0, 2.0, 4.0, 8.0]),

@@ -20,13 +20,11 @@ from bandwall.cli.options import (
     parse_max_points,
     print_notes,
     request,
-    with_model_options,
     with_request_options,
 )
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.cli.root import app, error_line, main
 from bandwall.errors import ConfigError, unknown_choice
-from bandwall.measure.requests import Monitor
 from bandwall.report.text import console, emit, err_console, print_json
 
 __all__ = ["app", "error_line", "main"]
@@ -597,23 +595,3 @@ def presets_cmd(
     if emit(rows, as_json, as_csv):
         return
     console.print(presets_table(rows))
-
-
-def probe(as_json: JsonOption = False) -> None:
-    """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
-    from bandwall.cli import measure
-
-    measure.probe_cmd(as_json)
-
-
-@with_model_options(Monitor)
-def monitor(
-    fields: dict[str, Any],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON object per sample.")
-    ] = False,
-) -> None:
-    """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
-    from bandwall.cli import measure
-
-    measure.monitor_cmd(fields, as_json)

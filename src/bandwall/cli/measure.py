@@ -658,3 +658,19 @@ def lab_status_cmd(as_json: JsonOption = False) -> None:
             f"{','.join(f'{r:g}' for r in lab['rates_Gbps'])} Gb/s{delay}, tcp {lab['cc']}, "
             f"{'ok' if lab['healthy'] else 'BROKEN (' + lab['problem'] + ')'}"
         )
+
+
+def probe(as_json: JsonOption = False) -> None:
+    """This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses."""
+    probe_cmd(as_json)
+
+
+@with_model_options(Monitor)
+def monitor(
+    fields: dict[str, Any],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per sample.")
+    ] = False,
+) -> None:
+    """Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters."""
+    monitor_cmd(fields, as_json)

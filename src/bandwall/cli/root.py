@@ -102,12 +102,12 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "together as one job.",
     ),
     "probe": (
-        "bandwall.cli.app",
+        "bandwall.cli.measure",
         "probe",
         "This node's GPUs, NICs, RDMA ports, NUMA and the transport torch.distributed uses.",
     ),
     "monitor": (
-        "bandwall.cli.app",
+        "bandwall.cli.measure",
         "monitor",
         "Live per-interface throughput, packets, drops, errors, TCP retransmits, RDMA counters.",
     ),

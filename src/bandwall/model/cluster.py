@@ -93,6 +93,18 @@ class Cluster:
         communicates at the same time. Likewise the s groups interleaved with it (at most one
         per GPU of a site) cross the site's WAN uplink at the same time and share it.
         """
+        one = type(stride) in (int, float) or (type(stride) is np.ndarray and stride.size == 1)
+        if not one:
+            return self._group_topology(stride)
+        # one plan asks for the same few groups a dozen times: build each once per cluster
+        key = (float(np.asarray(stride).item()), np.ndim(stride))
+        cache = self.__dict__.setdefault("_groups", {})
+        topo = cache.get(key)
+        if topo is None:
+            topo = cache[key] = self._group_topology(stride)
+        return topo
+
+    def _group_topology(self, stride: Numeric) -> Topology:
         G = self.gpus_per_node
         # invalid layouts (masked later) may give fractional strides; keep them in range
         s = np.maximum(np.asarray(stride, dtype=np.float64), 1.0)

@@ -1071,4 +1071,13 @@ def _metrics(
         "cost_usd_p90": run.gpu_cost_usd * high + run.egress_usd,
     }
     shape = np.shape(s)
-    return Metrics(**{k: np.broadcast_to(np.asarray(v), shape) for k, v in values.items()})
+    return Metrics(**{k: _shaped(v, shape) for k, v in values.items()})
+
+
+def _shaped(v: Any, shape: tuple[int, ...]) -> Any:
+    """`v` broadcast to `shape` (read-only; an array already of that shape is not copied)."""
+    if type(v) is np.ndarray and v.shape == shape:
+        v = v.view()
+        v.flags.writeable = False
+        return v
+    return np.broadcast_to(np.asarray(v), shape)

@@ -301,6 +301,11 @@ def without_speed_ladder() -> Iterator[None]:
         _SPEED_LADDER.reset(token)
 
 
+def speed_ladder_on() -> bool:
+    """False inside `without_speed_ladder` (caches of priced options key on it)."""
+    return _SPEED_LADDER.get()
+
+
 def nic_plan(plan_GBps: Any, ladder: tuple[float, ...]) -> tuple[FloatArray, FloatArray]:
     """(channels, planned GB/s) the search fits on one NIC rated `plan_GBps`: channels at the
     fastest rung not above the rate, as many as fit (at least one, at the rate itself when

@@ -239,10 +239,12 @@ def collective_time_s(
     algorithm takes the protocol NCCL's tuner picks for it unless `protocol` is given. The
     time is that pair's price. A single rank costs nothing.
     """
-    if isinstance(size_bytes, float | int) and isinstance(ranks, float | int):
-        t = fast.scalar_time_s(op, algo, float(size_bytes), float(ranks), topo, protocol)
+    one = fast.one_value(size_bytes, ranks)
+    if one is not None:
+        t = fast.scalar_time_s(op, algo, one[0], one[1], topo, protocol)
         if t is not None:
-            return np.asarray(t)
+            # the shape the vector path would return: one element, as many axes as any input
+            return np.full((1,) * max(one[2], fast.topology_ndim(topo)), t)
     size, n = _broadcast(size_bytes, ranks)
     return _select(op, algo, size, n, topo, protocol, want_names=False).time_s
 

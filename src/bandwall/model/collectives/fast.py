@@ -34,12 +34,16 @@ _SKIP = ()
 #: key -> (per-call overhead, one row per option), or _SKIP
 _tables: OrderedDict[tuple[Any, ...], tuple[Any, ...]] = OrderedDict()
 _links: OrderedDict[int, tuple[Link, tuple[Any, ...] | None]] = OrderedDict()
+#: id(topology) -> (the topology, its fields as a key or None); the topology is held so its id
+#: is not reused while the entry lives
+_topos: OrderedDict[int, tuple[Topology, tuple[Any, ...] | None]] = OrderedDict()
 
 
 def clear() -> None:
     """Forget every compiled table (tests that patch constants call this)."""
     _tables.clear()
     _links.clear()
+    _topos.clear()
 
 
 class _NotPlainError(Exception):
@@ -49,6 +53,28 @@ class _NotPlainError(Exception):
 _SIMPLE = frozenset({float, int, str, bool, type(None), tuple})
 
 
+def one_value(size: Any, ranks: Any) -> tuple[float, float, int] | None:
+    """(size, ranks, axes) when both hold exactly one number (a Python number or a
+    one-element array of at most one axis, as the engine passes for one plan), else None."""
+    values = []
+    ndim = 0
+    for v in (size, ranks):
+        t = type(v)
+        if t is float or t is int:
+            values.append(float(v))
+        elif t is np.ndarray and v.size == 1 and v.ndim <= 1:
+            values.append(float(v.item()))
+            ndim = max(ndim, v.ndim)
+        else:
+            return None
+    return values[0], values[1], ndim
+
+
+def topology_ndim(topo: Topology) -> int:
+    """Axes of the topology's own array fields (one-element ones only reach here)."""
+    return max((v.ndim for v in _TOPO_GET(topo) if type(v) is np.ndarray), default=0)
+
+
 def _plain(v: Any) -> Any:
     t = type(v)
     if t in _SIMPLE:
@@ -56,7 +82,7 @@ def _plain(v: Any) -> Any:
     if t is Link:
         return _link_key(v)
     if t is np.ndarray:
-        if v.ndim == 0:
+        if v.size == 1 and v.ndim <= 1:
             return v.item()
         raise _NotPlainError
     if isinstance(v, np.generic):
@@ -87,10 +113,20 @@ def _link_key(link: Link) -> tuple[Any, ...]:
 def _key(
     op: Op, algo: Algo, protocol: Proto | None, ranks: float, topo: Topology
 ) -> tuple[Any, ...] | None:
-    try:
-        return (op, algo, protocol, ranks, tuple(map(_plain, _TOPO_GET(topo))))
-    except _NotPlainError:
+    hit = _topos.get(id(topo))
+    if hit is not None and hit[0] is topo:
+        fields_key = hit[1]
+    else:
+        try:
+            fields_key = tuple(map(_plain, _TOPO_GET(topo)))
+        except _NotPlainError:
+            fields_key = None
+        _topos[id(topo)] = (topo, fields_key)
+        if len(_topos) > 256:
+            _topos.popitem(last=False)
+    if fields_key is None:
         return None
+    return (op, algo, protocol, ranks, nccl.speed_ladder_on(), fields_key)
 
 
 def _compile(
@@ -105,20 +141,20 @@ def _compile(
         opts = prune(options(op, algo, n, topo, protocol))
     if any(o.gloo_ring is not None for o in opts):
         return _SKIP
-    overhead = float(np.asarray(call_overhead_s(topo, n)))
+    overhead = float(np.asarray(call_overhead_s(topo, n)).item())
     return (overhead, *(_row(o) for o in opts))
 
 
 def _f(v: Any) -> float | None:
-    return None if v is None else float(np.asarray(v))
+    return None if v is None else float(np.asarray(v).item())
 
 
 def _row(o: Option) -> tuple[Any, ...]:
     return (
         o.tuned,
         _f(o.tuner_latency_s),
-        float(np.asarray(o.latency_s)),
-        float(np.asarray(o.inv_bw)),
+        float(np.asarray(o.latency_s).item()),
+        float(np.asarray(o.inv_bw).item()),
         o.tree_entries,
         o.proto_index,
         _f(o.plateau_bytes),

@@ -67,6 +67,32 @@ def _candidates(arch: str, i0: float, k0: float) -> tuple[np.ndarray, ...]:
 def gemm_compute_s(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: Any = 1.0) -> Any:
     """Tensor-core time of `count` m×n×k GEMMs run as one (grouped) kernel, best tile.
     `fp8` may be an array (one flag per GEMM) so a whole layer's GEMMs price in one call."""
+    shapes = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k, count, fp8)))
+    size = shapes[0].size
+    if size > DEDUPE_ABOVE:
+        # a layout search repeats few shapes many times: price each distinct shape once
+        # (one integer code per distinct row: each column's own distinct-value index, mixed)
+        code, codes_n = np.zeros(size, dtype=np.int64), 1
+        for x in shapes:
+            values, index = np.unique(x.ravel(), return_inverse=True)
+            if codes_n * len(values) >= 2**62:  # keep the mixed code inside int64
+                _, code = np.unique(code, return_inverse=True)
+                codes_n = int(code.max()) + 1
+            code = code * len(values) + index.ravel()
+            codes_n *= len(values)
+        codes, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        if len(codes) * 2 <= size:
+            u = [x.ravel()[first] for x in shapes]
+            t = _gemm_compute_s(u[0], u[1], u[2], rates, fp8=u[4] != 0, count=u[3])
+            return t[inverse.ravel()].reshape(shapes[0].shape)
+    return _gemm_compute_s(m, n, k, rates, fp8=fp8, count=count)
+
+
+#: Elements above which gemm_compute_s prices distinct shapes only.
+DEDUPE_ABOVE = 4096
+
+
+def _gemm_compute_s(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: Any) -> Any:
     tm, tn, split, work, partial, k0 = _candidates(rates.arch, GEMM_TILE_I0, GEMM_K0)
     m_ = np.asarray(m, dtype=np.float64)[..., None]
     n_ = np.asarray(n, dtype=np.float64)[..., None]
