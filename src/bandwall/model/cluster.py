@@ -98,7 +98,7 @@ class Cluster:
             return self._group_topology(stride)
         # one plan asks for the same few groups a dozen times: build each once per cluster
         key = (float(np.asarray(stride).item()), np.ndim(stride))
-        cache = self.__dict__.setdefault("_groups", {})
+        cache: dict[tuple[float, int], Topology] = self.__dict__.setdefault("_groups", {})
         topo = cache.get(key)
         if topo is None:
             topo = cache[key] = self._group_topology(stride)
