@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from bandwall.errors import ConfigError
 from bandwall.model.collectives import Algo, Op, busbw_factor, collective_time_s
 from bandwall.model.collectives import evaluate_collective as evaluate
+from bandwall.model.distinct import distinct_rows
 from bandwall.model.topology import Topology, build_topology
 
 GB = 1e9
@@ -229,3 +230,31 @@ def test_scalar_calls_match_the_vector_path(p: dict[str, object]) -> None:
     one = [collective_time_s(op, Algo.AUTO, float(s), n, arrays) for s in sizes]
     assert all(t.shape == (1,) for t in one)
     np.testing.assert_allclose([float(t[0]) for t in one], vector, rtol=1e-12)
+
+
+def test_a_search_sized_call_prices_each_distinct_call_once_and_exactly() -> None:
+    """A layout search repeats few (size, ranks) calls over thousands of layouts; they are
+    priced once each (dedupe.distinct_calls) and every element gets its own call's price."""
+    topo = build_topology(gpus_per_node=8, scale_out="ib-ndr", gpu="H100-SXM")
+    rng = np.random.default_rng(11)
+    count = 3 * 4096
+    sizes = rng.choice([0.0, 1e3, 3.3e6, 1.2e9], count)
+    ranks = rng.choice([1.0, 2.0, 16.0, 512.0], count)
+    for op in (Op.ALL_REDUCE, Op.ALL_GATHER, Op.SEND_RECV):
+        batch = collective_time_s(op, Algo.AUTO, sizes, ranks, topo)
+        assert batch.shape == (count,)
+        for i in rng.choice(count, 16, replace=False):
+            one = collective_time_s(op, Algo.AUTO, float(sizes[i]), float(ranks[i]), topo)
+            assert float(batch[i]) == pytest.approx(float(one), rel=1e-12)
+
+
+def test_distinct_rows_numbers_rows_and_declines_when_few_repeat() -> None:
+    rng = np.random.default_rng(2)
+    a = rng.choice([1.0, 2.5, np.inf], 10_000)
+    b = rng.choice([0.0, -1.0], 10_000)
+    found = distinct_rows([a, b])
+    assert found is not None
+    first, inverse = found
+    assert len(first) <= 6
+    assert np.array_equal(a[first][inverse], a) and np.array_equal(b[first][inverse], b)
+    assert distinct_rows([rng.random(10_000)]) is None

@@ -231,6 +231,37 @@ def test_a_large_batch_prices_each_distinct_shape_as_its_own_call() -> None:
         assert float(batch[i]) == float(one)
 
 
+@pytest.mark.parametrize("model", ["llama3-8b", "mixtral-8x7b"])
+def test_a_layout_search_sized_batch_prices_each_layout_as_its_own_call(model: str) -> None:
+    """Above compute.layer.DISTINCT_ABOVE layouts the distinct per-GPU shapes are priced once
+    each; every layout must still get its own shape's cost, in every field."""
+    from bandwall.model.compute import layer
+
+    w = get_workload(model)
+    r = h100()
+    rng = np.random.default_rng(5)
+    size = layer.DISTINCT_ABOVE * 2
+    mb = rng.choice([1.0, 2.0, 4.0], size)
+    cp = rng.choice([1.0, 2.0], size)
+    tp = rng.choice([1.0, 2.0, 8.0], size)
+    ep = rng.choice([1.0, 8.0], size)
+    moe = w.experts > 1
+    kw = dict(moe_layer=moe, sequence_parallel=True, flash_attention=True, fp8="delayed")
+    batch = compute.transformer_layer(
+        w,
+        compute.LayerShape(mb, mb * w.seq_len / cp, tp, cp, ep),
+        r,
+        **kw,  # type: ignore[arg-type]
+    )
+    for i in rng.choice(size, 24, replace=False):
+        shape = compute.LayerShape(mb[i], mb[i] * w.seq_len / cp[i], tp[i], cp[i], ep[i])
+        one = compute.transformer_layer(w, shape, r, **kw)  # type: ignore[arg-type]
+        assert float(np.asarray(batch.gpu_s)[i]) == pytest.approx(float(one.gpu_s), rel=1e-12)
+        assert float(np.asarray(batch.flops)[i]) == pytest.approx(float(one.flops), rel=1e-12)
+        for k, v in one.breakdown_s.items():
+            assert float(np.asarray(batch.breakdown_s[k])[i]) == pytest.approx(float(v), rel=1e-12)
+
+
 @given(
     tokens=st.lists(st.sampled_from([512.0, 2048.0, 8192.0, 16384.0]), min_size=1, max_size=6),
     tp=st.sampled_from([1.0, 2.0, 4.0, 8.0]),

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from bandwall.docfields import DocumentedModel
 from bandwall.errors import ConfigError, unknown_choice
 from bandwall.planning.rules import number_from_text
 from bandwall.units import (
@@ -57,16 +58,18 @@ def _meta(group: str, **extra: Any) -> dict[str, Any]:
     return {"group": group, **extra}
 
 
-class MeasureRequest(BaseModel):
+class MeasureRequest(DocumentedModel):
     """Shared configuration: strict, frozen, finite, every string to a number parsed by the
     one set of unit parsers."""
 
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
         allow_inf_nan=False,
         str_max_length=4096,
+        # validators are built on first use, after DocumentedModel has filled the field
+        # descriptions (so the JSON schema carries them)
+        defer_build=True,
     )
 
     @model_validator(mode="before")

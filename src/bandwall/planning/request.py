@@ -22,7 +22,6 @@ from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -32,6 +31,7 @@ from pydantic import (
     model_validator,
 )
 
+from bandwall.docfields import DocumentedModel
 from bandwall.errors import ConfigError
 from bandwall.model.vocab import Mitigation, Recompute, Schedule
 from bandwall.units import parse_count, parse_duration_s, parse_rate_Gbps
@@ -130,13 +130,12 @@ ROUTING_ALIASES = {"static": "ecmp"}
 CHOICE_FIELDS = ("model", "preset", "gpu", "provider", "scale_up", "fabric", "wan")
 
 
-class PlanRequest(BaseModel):
+class PlanRequest(DocumentedModel):
     """A training job on an infrastructure, and how to run it."""
 
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        use_attribute_docstrings=True,
         allow_inf_nan=False,
         str_max_length=256,
         # validators are built on first use, not at import: `bandwall --help` only needs the

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from bandwall.model.distinct import distinct_broadcast, distinct_rows
 from bandwall.model.topology import Topology
 
 FloatArray = npt.NDArray[np.float64]
@@ -55,8 +56,6 @@ def arrays(topo: Topology) -> list[tuple[str | None, str, Any]]:
 
 #: Below this many size-independent elements compressing costs more than it saves.
 _COMPRESS_MIN = 4096
-_SAMPLE = 8192
-_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 def squeeze(a: Any, shape: tuple[int, ...]) -> FloatArray:
@@ -71,37 +70,6 @@ def squeeze(a: Any, shape: tuple[int, ...]) -> FloatArray:
             if np.array_equal(head, tail) and np.array_equal(arr, np.broadcast_to(head, arr.shape)):
                 arr = head
     return arr
-
-
-def _codes(
-    key: npt.NDArray[np.uint64],
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None:
-    """(an index of each distinct key, code of every element), or None when more than a
-    quarter of the keys are distinct (compressing would not pay). Few distinct keys are the
-    rule: take them from a sample, give each a slot by the key's top bits (the keys are
-    already mixed) and look every element up in that table, checking it; else sort.
-    A sample already a quarter distinct settles it without the sort (a sweep over a
-    bandwidth axis makes every combination distinct: that sort was a quarter of its time)."""
-    step = max(len(key) // _SAMPLE, 1)
-    cand = np.unique(key[::step])
-    k = len(cand)
-    if k * 4 > len(key):
-        return None
-    for bits in range(max(int(k - 1).bit_length() + 2, 1), 21):
-        slots = (cand >> np.uint64(64 - bits)).astype(np.intp)
-        if len(np.unique(slots)) == k:
-            table = np.zeros(1 << bits, dtype=np.intp)
-            table[slots] = np.arange(k, dtype=np.intp)
-            pos = table[(key >> np.uint64(64 - bits)).astype(np.intp)]
-            if np.array_equal(cand[pos], key):
-                first = np.zeros(k, dtype=np.intp)
-                first[pos] = np.arange(len(key), dtype=np.intp)  # any member represents it
-                return first, pos
-            break
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    if len(first) * 4 > len(key):
-        return None
-    return first, inverse.astype(np.intp)
 
 
 def compress(
@@ -125,18 +93,10 @@ def compress(
     if total < _COMPRESS_MIN:
         return n_sq, _rebuilt(topo, fields, squeezed), None
     cols = [np.broadcast_to(c, sq_shape).ravel() for c in (n_sq, *squeezed)]
-    key = np.zeros(total, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for c in cols:
-            key = (key ^ np.ascontiguousarray(c).view(np.uint64)) * _MIX
-            key ^= key >> np.uint64(29)
-    codes = _codes(key)
+    codes = distinct_rows(cols)
     if codes is None:
         return n_sq, _rebuilt(topo, fields, squeezed), None
     first, inverse = codes
-    for c in cols:  # a hash collision would merge two combinations: never silently
-        if not np.array_equal(c[first][inverse], c):
-            return n_sq, _rebuilt(topo, fields, squeezed), None
     return (
         cols[0][first],
         _rebuilt(topo, fields, [c[first] for c in cols[1:]]),
@@ -157,3 +117,22 @@ def _rebuilt(
     for attr, changes in links.items():
         top[attr] = replace(getattr(topo, attr), **changes)
     return replace(topo, **top)
+
+
+def distinct_calls(
+    size: FloatArray, n: FloatArray, topo: Topology
+) -> tuple[FloatArray, FloatArray, Topology, npt.NDArray[np.intp], tuple[int, ...]] | None:
+    """The distinct (size, rank count, topology) calls among many, and how to expand them
+    back: (sizes, ranks, topology, row of every element, broadcast shape), or None when
+    fewer than half repeat. A layout search asks for the same message on the same group for
+    thousands of layouts; its size-dependent pricing is then done once per distinct call."""
+    fields = arrays(topo)
+    shape = np.broadcast_shapes(size.shape, n.shape, *(np.shape(v) for _, _, v in fields))
+    if int(np.prod(shape)) < _COMPRESS_MIN:
+        return None
+    cols = [size, n, *(np.asarray(v, dtype=np.float64) for _, _, v in fields)]
+    found = distinct_broadcast(cols, shape)
+    if found is None:
+        return None
+    rows, inverse = found
+    return rows[0], rows[1], _rebuilt(topo, fields, rows[2:]), inverse, shape

@@ -19,12 +19,14 @@ catalog/data/kernel_bench.csv (benchmarks/kernel_model.py prints fit and held-ou
 
 from __future__ import annotations
 
+import math
 from functools import cache
 from typing import Any
 
 import numpy as np
 
 from bandwall.model.compute.rates import GEMM_TILES, GpuRates
+from bandwall.model.distinct import distinct_broadcast
 
 #: Reduction steps (in K elements) each CTA spends outside its steady main loop: filling the
 #: multistage pipeline and writing the tile back. Fitted (see module docstring).
@@ -67,24 +69,16 @@ def _candidates(arch: str, i0: float, k0: float) -> tuple[np.ndarray, ...]:
 def gemm_compute_s(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: Any = 1.0) -> Any:
     """Tensor-core time of `count` m×n×k GEMMs run as one (grouped) kernel, best tile.
     `fp8` may be an array (one flag per GEMM) so a whole layer's GEMMs price in one call."""
-    shapes = np.broadcast_arrays(*(np.asarray(x, dtype=np.float64) for x in (m, n, k, count, fp8)))
-    size = shapes[0].size
+    columns = [np.asarray(x, dtype=np.float64) for x in (m, n, k, count, fp8)]
+    shape = np.broadcast_shapes(*(x.shape for x in columns))
+    size = math.prod(shape)
     if size > DEDUPE_ABOVE:
         # a layout search repeats few shapes many times: price each distinct shape once
-        # (one integer code per distinct row: each column's own distinct-value index, mixed)
-        code, codes_n = np.zeros(size, dtype=np.int64), 1
-        for x in shapes:
-            values, index = np.unique(x.ravel(), return_inverse=True)
-            if codes_n * len(values) >= 2**62:  # keep the mixed code inside int64
-                _, code = np.unique(code, return_inverse=True)
-                codes_n = int(code.max()) + 1
-            code = code * len(values) + index.ravel()
-            codes_n *= len(values)
-        codes, first, inverse = np.unique(code, return_index=True, return_inverse=True)
-        if len(codes) * 2 <= size:
-            u = [x.ravel()[first] for x in shapes]
+        found = distinct_broadcast(columns, shape)
+        if found is not None:
+            u, inverse = found
             t = _gemm_compute_s(u[0], u[1], u[2], rates, fp8=u[4] != 0, count=u[3])
-            return t[inverse.ravel()].reshape(shapes[0].shape)
+            return t[inverse].reshape(shape)
     return _gemm_compute_s(m, n, k, rates, fp8=fp8, count=count)
 
 

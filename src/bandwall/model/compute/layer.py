@@ -9,7 +9,8 @@ numpy arrays shaped like the layouts; all GEMMs of a layer go through one vector
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
@@ -23,6 +24,7 @@ from bandwall.model.compute.attention import (
 from bandwall.model.compute.elementwise import FP8_CAST, kernel_table
 from bandwall.model.compute.gemm import gemm_time_s
 from bandwall.model.compute.rates import GpuRates
+from bandwall.model.distinct import distinct_broadcast
 from bandwall.workloads import Transformer
 
 #: Bytes of a weight-gradient GEMM's output per element: Megatron/TE accumulate wgrad into fp32
@@ -284,6 +286,49 @@ def transformer_layer(
     s = LayerShape(
         *(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp, shape.ep))
     )
+    kw = dict(moe_layer=moe_layer, sequence_parallel=sequence_parallel, fp8=fp8)
+    cols = [x for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep) if type(x) is np.ndarray]
+    grid = np.broadcast_shapes(*(x.shape for x in cols)) if cols else ()
+    if math.prod(grid) > DISTINCT_ABOVE:
+        # a layout search repeats few per-GPU shapes over many layouts: price each once
+        found = distinct_broadcast(
+            [np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)],
+            grid,
+        )
+        if found is not None:
+            rows, inverse = found
+            one = _layer(w, LayerShape(*rows), rates, flash_attention, **kw)  # type: ignore[arg-type]
+            return _expand(one, inverse, grid)
+    return _layer(w, s, rates, flash_attention, **kw)  # type: ignore[arg-type]
+
+
+#: Layouts above which transformer_layer prices each distinct per-GPU shape once.
+DISTINCT_ABOVE = 4096
+
+
+def _expand(cost: LayerCost, inverse: Any, grid: tuple[int, ...]) -> LayerCost:
+    """`cost` priced on distinct rows, taken back to every layout of `grid`."""
+
+    def back(v: Any) -> Any:
+        if type(v) is np.ndarray and v.ndim >= 1:
+            return v[inverse].reshape(grid + v.shape[1:])
+        return v
+
+    changes = {f.name: back(getattr(cost, f.name)) for f in fields(cost) if f.name != "breakdown_s"}
+    breakdown = {k: back(v) for k, v in cost.breakdown_s.items()}
+    return replace(cost, **changes, breakdown_s=breakdown)
+
+
+def _layer(
+    w: Transformer,
+    s: LayerShape,
+    rates: GpuRates,
+    flash_attention: bool,
+    *,
+    moe_layer: bool,
+    sequence_parallel: bool,
+    fp8: str | None,
+) -> LayerCost:
     h = float(w.hidden)
     hq = float(w.heads * w.head_dim)
     kv = float(w.kv_dim)
