@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import fields
 from operator import attrgetter
 from typing import Any
@@ -92,19 +93,26 @@ def _plain(v: Any) -> Any:
     raise _NotPlainError
 
 
-def _link_key(link: Link) -> tuple[Any, ...]:
-    hit = _links.get(id(link))
-    if hit is not None and hit[0] is link:
-        if hit[1] is None:
-            raise _NotPlainError
-        return hit[1]
+def _fields_key(
+    memo: OrderedDict[int, Any], obj: Any, getter: Callable[[Any], tuple[Any, ...]]
+) -> tuple[Any, ...] | None:
+    """The plain-number key of a frozen object's fields, or None when one holds an array;
+    remembered by id (the object is held, so its id is not reused while the entry lives)."""
+    hit = memo.get(id(obj))
+    if hit is not None and hit[0] is obj:
+        return hit[1]  # type: ignore[no-any-return]
     try:
-        key: tuple[Any, ...] | None = tuple(map(_plain, _LINK_GET(link)))
+        key: tuple[Any, ...] | None = tuple(map(_plain, getter(obj)))
     except _NotPlainError:
         key = None
-    _links[id(link)] = (link, key)
-    if len(_links) > 256:
-        _links.popitem(last=False)
+    memo[id(obj)] = (obj, key)
+    if len(memo) > 256:
+        memo.popitem(last=False)
+    return key
+
+
+def _link_key(link: Link) -> tuple[Any, ...]:
+    key = _fields_key(_links, link, _LINK_GET)
     if key is None:
         raise _NotPlainError
     return key
@@ -113,17 +121,7 @@ def _link_key(link: Link) -> tuple[Any, ...]:
 def _key(
     op: Op, algo: Algo, protocol: Proto | None, ranks: float, topo: Topology
 ) -> tuple[Any, ...] | None:
-    hit = _topos.get(id(topo))
-    if hit is not None and hit[0] is topo:
-        fields_key = hit[1]
-    else:
-        try:
-            fields_key = tuple(map(_plain, _TOPO_GET(topo)))
-        except _NotPlainError:
-            fields_key = None
-        _topos[id(topo)] = (topo, fields_key)
-        if len(_topos) > 256:
-            _topos.popitem(last=False)
+    fields_key = _fields_key(_topos, topo, _TOPO_GET)
     if fields_key is None:
         return None
     return (op, algo, protocol, ranks, nccl.speed_ladder_on(), fields_key)
