@@ -230,6 +230,12 @@ def test_scalar_calls_match_the_vector_path(p: dict[str, object]) -> None:
     one = [collective_time_s(op, Algo.AUTO, float(s), n, arrays) for s in sizes]
     assert all(t.shape == (1,) for t in one)
     np.testing.assert_allclose([float(t[0]) for t in one], vector, rtol=1e-12)
+    if topo.scale_out is not None:  # a one-element array inside a link keeps its axis too
+        rate = np.array([float(topo.scale_out.bandwidth_Bps)])
+        arrays = replace(topo, scale_out=replace(topo.scale_out, bandwidth_Bps=rate))
+        one = [collective_time_s(op, Algo.AUTO, float(s), n, arrays) for s in sizes]
+        assert all(t.shape == (1,) for t in one)
+        np.testing.assert_allclose([float(t[0]) for t in one], vector, rtol=1e-12)
 
 
 def test_a_search_sized_call_prices_each_distinct_call_once_and_exactly() -> None:

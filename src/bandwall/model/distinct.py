@@ -48,8 +48,7 @@ def _codes(
     `share` of the keys are distinct (compressing would not pay). Few distinct keys are the
     rule: take them from a sample, give each a slot by the key's top bits (the keys are
     already mixed) and look every element up in that table, checking it; else sort.
-    A sample already a quarter distinct settles it without the sort (a sweep over a
-    bandwidth axis makes every combination distinct: that sort was a quarter of its time)."""
+    A sample with more distinct keys than `share` of all settles it without the sort."""
     step = max(len(key) // _SAMPLE, 1)
     cand = np.unique(key[::step])
     k = len(cand)

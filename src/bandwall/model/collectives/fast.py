@@ -72,8 +72,12 @@ def one_value(size: Any, ranks: Any) -> tuple[float, float, int] | None:
 
 
 def topology_ndim(topo: Topology) -> int:
-    """Axes of the topology's own array fields (one-element ones only reach here)."""
-    return max((v.ndim for v in _TOPO_GET(topo) if type(v) is np.ndarray), default=0)
+    """Axes of the topology's array fields, its links' included (only one-element ones
+    reach here): the vector path's result has that many."""
+    values = [v for v in _TOPO_GET(topo) if type(v) is not Link]
+    for link in (v for v in _TOPO_GET(topo) if type(v) is Link):
+        values.extend(_LINK_GET(link))
+    return max((v.ndim for v in values if type(v) is np.ndarray), default=0)
 
 
 def _plain(v: Any) -> Any:

@@ -286,20 +286,16 @@ def transformer_layer(
     s = LayerShape(
         *(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp, shape.ep))
     )
-    kw = dict(moe_layer=moe_layer, sequence_parallel=sequence_parallel, fp8=fp8)
-    cols = [x for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep) if type(x) is np.ndarray]
-    grid = np.broadcast_shapes(*(x.shape for x in cols)) if cols else ()
+    opts = (moe_layer, sequence_parallel, flash_attention, fp8)
+    cols = [np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)]
+    grid = np.broadcast_shapes(*(x.shape for x in cols))
     if math.prod(grid) > DISTINCT_ABOVE:
         # a layout search repeats few per-GPU shapes over many layouts: price each once
-        found = distinct_broadcast(
-            [np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)],
-            grid,
-        )
+        found = distinct_broadcast(cols, grid)
         if found is not None:
             rows, inverse = found
-            one = _layer(w, LayerShape(*rows), rates, flash_attention, **kw)  # type: ignore[arg-type]
-            return _expand(one, inverse, grid)
-    return _layer(w, s, rates, flash_attention, **kw)  # type: ignore[arg-type]
+            return _expand(_layer(w, LayerShape(*rows), rates, *opts), inverse, grid)
+    return _layer(w, s, rates, *opts)
 
 
 #: Layouts above which transformer_layer prices each distinct per-GPU shape once.
@@ -323,10 +319,9 @@ def _layer(
     w: Transformer,
     s: LayerShape,
     rates: GpuRates,
-    flash_attention: bool,
-    *,
     moe_layer: bool,
     sequence_parallel: bool,
+    flash_attention: bool,
     fp8: str | None,
 ) -> LayerCost:
     h = float(w.hidden)
