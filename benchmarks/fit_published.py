@@ -10,8 +10,8 @@ The fit set is the fit third of `published_runs.csv` (sha256(id) % 3 == 0, fixed
 evaluation) and the five fit rows of Korthikanti et al. 2022 Table 5 (the three of
 `TEST_IDS` are held out, as they always were). Only these set anything: IN_STEP_EFFICIENCY
 (pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS 16-bit fit runs),
-FP8_GEMM_IN_STEP_EFFICIENCY (each bisected so the median signed log error of its group is
-zero, alternated)
+FP8_GEMM_IN_STEP_EFFICIENCY, MOE_EXPERT_IN_STEP_EFFICIENCY (each bisected so the median
+signed log error of its group is zero, alternated)
 and the residual quantiles of model/calibration.py. Held-out rows are priced and reported,
 never used.
 """
@@ -39,7 +39,7 @@ CALIBRATION_PY = Path(calibration.__file__)
 KORTHIKANTI = "korthikanti_table5.csv"
 #: Korthikanti rows held out since the first fit (one of each kind across three sizes).
 TEST_IDS = ("175b-full", "530b-selective-sp", "1t-full")
-CONSTANTS = ("IN_STEP_EFFICIENCY", "FP8_GEMM_IN_STEP_EFFICIENCY")
+CONSTANTS = ("IN_STEP_EFFICIENCY", "FP8_GEMM_IN_STEP_EFFICIENCY", "MOE_EXPERT_IN_STEP_EFFICIENCY")
 BY_ARCH = "IN_STEP_EFFICIENCY_BY_ARCH"
 
 
@@ -125,7 +125,10 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
     zero (no bias where it was fitted): the 16-bit runs of each architecture with enough of them
     set its IN_STEP_EFFICIENCY_BY_ARCH entry, all 16-bit runs priced with one constant the
     pooled IN_STEP_EFFICIENCY (the other architectures'), then the fp8 runs set
-    FP8_GEMM_IN_STEP_EFFICIENCY given them; repeated until nothing moves."""
+    FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
+    MOE_EXPERT_IN_STEP_EFFICIENCY; dense runs set the first three and MoE runs only the
+    last, so a MoE-specific loss is not spread over dense predictions; repeated until nothing
+    moves."""
     archs = fitted_archs(fit_rows)
     values: dict[str, Any] = {k: float(getattr(calibration, k)) for k in CONSTANTS}
     values[BY_ARCH] = {a: float(calibration.in_step_efficiency(a)) for a in archs}
@@ -141,7 +144,9 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
         return residual
 
     def sixteen_bit(arch: str | None) -> Callable[[RunResult], bool]:
-        return lambda r: r.precision != "fp8" and (arch is None or arch_of(r.gpu) == arch)
+        return lambda r: (
+            not r.moe and r.precision != "fp8" and (arch is None or arch_of(r.gpu) == arch)
+        )
 
     for _ in range(3):
         before = {**values, BY_ARCH: dict(values[BY_ARCH])}
@@ -166,9 +171,14 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
         values["FP8_GEMM_IN_STEP_EFFICIENCY"] = bisect(
             residual_for(
                 lambda x: {**values, "FP8_GEMM_IN_STEP_EFFICIENCY": x},
-                lambda r: r.precision == "fp8",
+                lambda r: r.precision == "fp8" and not r.moe,
             ),
             0.3,
+            1.2,
+        )
+        values["MOE_EXPERT_IN_STEP_EFFICIENCY"] = bisect(
+            residual_for(lambda x: {**values, "MOE_EXPERT_IN_STEP_EFFICIENCY": x}, lambda r: r.moe),
+            0.2,
             1.2,
         )
         if values == before:

@@ -194,6 +194,59 @@ def test_moe_experts_run_as_one_grouped_gemm_per_projection() -> None:
     assert float(lc.flops) == pytest.approx(6 * matmul * 4096 + attn, rel=1e-9)
 
 
+def test_expert_efficiency_slows_only_the_routed_expert_path() -> None:
+    """MOE_EXPERT_IN_STEP_EFFICIENCY's term: at efficiency 0.5 the router and expert GEMMs
+    (fprop, dgrad, wgrad) and the token permutes take twice as long, by exactly their own
+    time; attention, its GEMMs, shared work, FLOPs and kernel counts do not move; a dense
+    layer ignores it. Scalar and vector paths agree."""
+    w = custom_transformer(
+        layers=2,
+        hidden=4096,
+        heads=32,
+        vocab=32000,
+        seq_len=4096,
+        experts=64,
+        top_k=8,
+        moe_ffn=1024,
+    )
+    r = h100()
+    T, ep = 4096.0, 8.0
+
+    def layer(eff: float, tokens: object = T, moe: bool = True) -> compute.LayerCost:
+        shape = compute.LayerShape(micro_batch=1.0, tokens=tokens, tp=1.0, ep=ep)
+        return compute.transformer_layer(
+            w,
+            shape,
+            r,
+            moe_layer=moe,
+            sequence_parallel=True,
+            flash_attention=True,
+            expert_efficiency=eff,
+        )
+
+    base, slow = layer(1.0), layer(0.5)
+    # the expert path by hand: tokens per local expert T·k·ep/E, E/ep experts per GPU
+    m, cnt, h, fe = T * 8 * ep / 64, 64 / ep, 4096.0, 1024.0
+    gate = 2.0 if w.gated_mlp else 1.0
+    expert_gemms = 0.0
+    for n, k, c in ((64.0, h, 1.0), (gate * fe, h, cnt), (h, fe, cnt)):  # router, fc1, fc2
+        mk = m if c > 1 else T
+        for mm, nn, kk, out in ((mk, n, k, 2.0), (mk, k, n, 2.0), (k, n, mk, 8.0)):
+            expert_gemms += float(gemm.gemm_time_s(mm, nn, kk, r, count=c, out_bytes=out))
+    fwd_b, bwd_b = 8.0, 8.0  # elementwise "permute": bytes per routed element, fwd and bwd
+    permute = (fwd_b + bwd_b) * T * 8 * h / r.stream_Bps
+    gemm_delta = float(slow.breakdown_s["gemm"] - base.breakdown_s["gemm"])
+    assert gemm_delta == pytest.approx(expert_gemms, rel=1e-9)
+    memory_delta = float(slow.breakdown_s["memory"] - base.breakdown_s["memory"])
+    assert memory_delta == pytest.approx(permute, rel=1e-9)
+    assert float(slow.breakdown_s["attention"]) == float(base.breakdown_s["attention"])
+    assert float(slow.flops) == float(base.flops)
+    assert float(slow.kernels) == float(base.kernels)
+    vector = layer(0.5, tokens=np.array([T, T]))
+    assert np.asarray(vector.gpu_s) == pytest.approx([float(slow.gpu_s)] * 2, rel=1e-12)
+    assert float(layer(0.5, moe=False).gpu_s) == float(layer(1.0, moe=False).gpu_s)
+
+
 def test_eager_launches_more_kernels_and_moves_more_bytes_than_fused() -> None:
     w = get_workload("llama3-8b")
     fused, eager = _layer(w, mode="fused"), _layer(w, mode="eager")

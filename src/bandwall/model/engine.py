@@ -495,6 +495,7 @@ def _transformer_stage(
         sequence_parallel=opt.sequence_parallel,
         flash_attention=opt.flash_attention,
         fp8=_fp8_recipe(cl, opt),
+        expert_efficiency=calibration.MOE_EXPERT_IN_STEP_EFFICIENCY,
     )
     dense = layer(moe_layer=False)
     moe = layer(moe_layer=True) if w.is_moe else dense

@@ -169,14 +169,32 @@ def _gemm_table(
     return names, coef, flags, out
 
 
+#: The linears of the routed-expert path: what `expert_efficiency` slows.
+EXPERT_PATH = frozenset({"router", "experts_fc1", "experts_fc2"})
+
+
+@lru_cache(maxsize=256)
+def _expert_scale(w: Transformer, moe_layer: bool, expert_efficiency: float) -> np.ndarray:
+    """Per stacked GEMM (fprop, dgrad, wgrad of each linear): 1 / expert_efficiency on the
+    routed-expert path, 1 elsewhere."""
+    names = _gemm_table(w, moe_layer, False)[0]
+    row = [1.0 / expert_efficiency if nm in EXPERT_PATH else 1.0 for nm in names]
+    return np.array(row * 3, dtype=np.float64)
+
+
 def _gemms(
-    w: Transformer, s: LayerShape, rates: GpuRates, moe_layer: bool, fp8: bool
+    w: Transformer,
+    s: LayerShape,
+    rates: GpuRates,
+    moe_layer: bool,
+    fp8: bool,
+    expert_efficiency: float = 1.0,
 ) -> tuple[Any, Any, Any, Any, Any, Any, Any, tuple[str, ...]]:
     """(fprop, dgrad, wgrad, flops, fp8 weight params, fp8 output-gradient elements,
     kernels, fp8 names) of all linears, priced in one vectorised GEMM call."""
     names, coef, flags, out_b = _gemm_table(w, moe_layer, fp8)
     if isinstance(s.tokens, float) and isinstance(s.tp, float) and isinstance(s.ep, float):
-        return _gemms_scalar(w, s.tokens, s.tp, s.ep, rates, moe_layer, fp8)
+        return _gemms_scalar(w, s.tokens, s.tp, s.ep, rates, moe_layer, fp8, expert_efficiency)
     T, tp, ep = (np.asarray(x, dtype=np.float64) for x in (s.tokens, s.tp, s.ep))
     T, tp, ep = T[None], tp[None], ep[None]
     nd = max(T.ndim, tp.ndim, ep.ndim)
@@ -194,6 +212,8 @@ def _gemms(
     t = gemm_time_s(
         mm, nn, kk, rates, fp8=flags.reshape(shape), count=cc, out_bytes=out_b.reshape(shape)
     )
+    if moe_layer and expert_efficiency != 1.0:
+        t = t * _expert_scale(w, moe_layer, expert_efficiency).reshape(shape)
     g = len(names)
     flops = 6.0 * (m * n * k * cnt).sum(axis=0)
     f8 = flags[:g].reshape((g, *shape[1:]))
@@ -235,12 +255,21 @@ def _scalar_shapes(
 
 
 def _gemms_scalar(
-    w: Transformer, T: float, tp: float, ep: float, rates: GpuRates, moe_layer: bool, fp8: bool
+    w: Transformer,
+    T: float,
+    tp: float,
+    ep: float,
+    rates: GpuRates,
+    moe_layer: bool,
+    fp8: bool,
+    expert_efficiency: float,
 ) -> tuple[Any, Any, Any, Any, Any, Any, Any, tuple[str, ...]]:
     """`_gemms` for one layout: the shapes come from a cache keyed by (tp, ep)."""
     names = _gemm_table(w, moe_layer, fp8)[0]
     a, b, nn, c, d, cc, flags, out_b, mnk, wts, grd = _scalar_shapes(w, moe_layer, fp8, tp, ep)
     t = gemm_time_s(a * T + b, nn, c * T + d, rates, fp8=flags, count=cc, out_bytes=out_b)
+    if moe_layer and expert_efficiency != 1.0:
+        t = t * _expert_scale(w, moe_layer, expert_efficiency)
     g = len(names)
     per = t.reshape(3, g).sum(axis=1)
     fp8_names = tuple(sorted(nm for nm, fl in zip(names, flags[:g], strict=True) if fl))
@@ -276,17 +305,20 @@ def transformer_layer(
     sequence_parallel: bool,
     flash_attention: bool,
     fp8: str | None = None,
+    expert_efficiency: float = 1.0,
 ) -> LayerCost:
     """Price one layer's forward and backward for one micro-batch on one GPU.
 
     `fp8` names a TransformerEngine recipe (delayed, current, blockwise, mxfp8) or None for
     bf16: only the linear layers' fprop/dgrad/wgrad run in fp8 (router, attention and the LM
     head stay bf16), and the casts they need are priced as memory-bound passes.
+    `expert_efficiency` is the share of the kernel model's speed the routed-expert path
+    (router, expert GEMMs, token permutes) keeps inside a step (model/calibration.py).
     """
     s = LayerShape(
         *(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp, shape.ep))
     )
-    opts = (moe_layer, sequence_parallel, flash_attention, fp8)
+    opts = (moe_layer, sequence_parallel, flash_attention, fp8, expert_efficiency)
     cols = [np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)]
     grid = np.broadcast_shapes(*(x.shape for x in cols))
     if math.prod(grid) > DISTINCT_ABOVE:
@@ -323,6 +355,7 @@ def _layer(
     sequence_parallel: bool,
     flash_attention: bool,
     fp8: str | None,
+    expert_efficiency: float,
 ) -> LayerCost:
     h = float(w.hidden)
     hq = float(w.heads * w.head_dim)
@@ -330,7 +363,7 @@ def _layer(
     seq = float(w.seq_len)
     tp, T = s.tp, s.tokens
     fprop, dgrad, wgrad, gemm_flops, fp8_weights, fp8_grads, n_gemm, fp8_names = _gemms(
-        w, s, rates, moe_layer, bool(fp8)
+        w, s, rates, moe_layer, bool(fp8), expert_efficiency
     )
 
     # --- attention core ----------------------------------------------------------------------
@@ -376,7 +409,7 @@ def _layer(
         "residual": 2.0 * hidden_el,
         "rope": T * (hq + kv) / tp,
         act: act_el,
-        "permute": permute_el,
+        "permute": permute_el / expert_efficiency,
     }
     mem_f = score_f + sum(table[k][0] * v for k, v in parts.items())
     mem_b = score_b + sum(table[k][1] * v for k, v in parts.items())
