@@ -269,18 +269,22 @@ def test_validate_published_runs_from_a_clean_install(run_cli) -> None:  # type:
     assert missing.code == 2 and "reference" in missing.err
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met since the kernel model (issue 21): Korthikanti Table 5 mean 3.4% (target "
-    "3%), Llama 3 405B rows +8.5% to +14.3% (model slower; the search picks 8 virtual stages; "
-    "docs/validation.md)",
-)
-def test_validate_published_meets_the_targets(run_cli) -> None:  # type: ignore[no-untyped-def]
+def test_validate_published_meets_the_korthikanti_target(run_cli) -> None:  # type: ignore[no-untyped-def]
     """Korthikanti et al. 2022 Table 5 within mean 3% / max 8% (Calculon's published fit:
-    3.65% / 8.9%); Llama 3 405B (Table 4) each row ≤ 10%."""
+    3.65% / 8.9%). Met again since the in-node pipeline fill (2.6% / 5.6%; 3.4% before)."""
     d = json.loads(run_cli("validate", "--published", "--json").out)
     k = d["summary"]["korthikanti_table5.csv"]
     assert k["mean_abs_error"] <= 0.03 and k["max_abs_error"] <= 0.08
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="not met since the kernel model (issue 21): Llama 3 405B rows +8.5% to +14.8% "
+    "(model faster at the published layouts with 8 virtual stages; docs/validation.md)",
+)
+def test_validate_published_meets_the_llama3_target(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Llama 3 405B (Table 4): each row within 10%."""
+    d = json.loads(run_cli("validate", "--published", "--json").out)
     llama = [row for row in d["rows"] if row["file"] == "training_throughput.csv"]
     assert all(abs(row["error"]) <= 0.10 for row in llama)
 

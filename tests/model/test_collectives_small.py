@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import itertools
 import math
 from importlib import resources
 
@@ -44,7 +45,7 @@ def shipped() -> tuple[list[cf.Row], dict[str, float]]:
     """Every usable row and its model time with the pipeline fill as shipped and no per-call
     constants (those add to it)."""
     rows = cf.load_rows()
-    with cf._fill(overheads.PIPELINE_FILL_BYTES):
+    with cf._fill(overheads.PIPELINE_FILL_BYTES, overheads.PIPELINE_FILL_BYTES_IN_NODE):
         base = cf.model_s(rows)
     return rows, base
 
@@ -61,7 +62,7 @@ def _loss(
 def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, float]]) -> None:
     """overheads.py holds what collective_fit finds: each per-call constant at the minimum of
     the fitted rows' Σ|log error| (a 0.1 µs step either way is no better) and the fill at the
-    minimum of its 16 KiB grid."""
+    minimum of its 16 KiB grid, each of the two (across nodes, within one)."""
     rows, base = shipped
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
@@ -77,29 +78,39 @@ def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, fl
                 assert _loss(rows, base, launch, net) >= best - 1e-9, (key, step)
                 table[key] -= step
     fit = [r for r in rows if r.fitted and cf.FIT_BYTES[0] <= r.size_bytes <= cf.FIT_BYTES[1]]
-    for step in (-16 * 2**10, 16 * 2**10):
-        with cf._fill(overheads.PIPELINE_FILL_BYTES + step):
+    for which, step in itertools.product((0, 1), (-16 * 2**10, 16 * 2**10)):
+        fills = [overheads.PIPELINE_FILL_BYTES, overheads.PIPELINE_FILL_BYTES_IN_NODE]
+        fills[which] += step
+        with cf._fill(*fills):
             other = cf.model_s(fit)
         _, _, loss = cf._additive(fit, other, 0.1, 2)
-        assert loss >= best - 1e-6, step
+        assert loss >= best - 1e-6, (which, step)
 
 
 def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]]) -> None:
     """The errors docs/network.md reports, fit and held out apart (a regression guard: the
-    held-out third was not looked at by the fit). The goal of 10% median on held-out rows is
-    not met (12%): the published curves disagree with each other by more (docs)."""
+    held-out third was not looked at by the fit). From 32 KiB to 16 MiB the held-out median
+    meets the 10% goal (9.8%); the 50% max does not (64.6%: the 4-node B200 curve timed
+    through torch), nor 15% on 8 B-1 MiB (16.1%): the published curves disagree with each
+    other by more (docs)."""
     rows, base = shipped
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
     errors = {r.id: (base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s - 1 for r in rows}
     summary = cf.OverheadFit(
-        launch, net, overheads.PIPELINE_FILL_BYTES, errors, rows, 0.0
+        launch,
+        net,
+        overheads.PIPELINE_FILL_BYTES,
+        overheads.PIPELINE_FILL_BYTES_IN_NODE,
+        errors,
+        rows,
+        0.0,
     ).summary()
     mid = summary["32KiB-16MiB"]
-    assert mid["fit"]["median_abs_error"] <= 0.08
-    assert mid["held_out"]["median_abs_error"] <= 0.125
+    assert mid["fit"]["median_abs_error"] <= 0.07
+    assert mid["held_out"]["median_abs_error"] <= 0.10
     assert mid["held_out"]["max_abs_error"] <= 0.66
-    assert abs(mid["held_out"]["bias"]) <= 0.02
+    assert abs(mid["held_out"]["bias"]) <= 0.025
     small = summary["8B-1MiB"]
     assert small["fit"]["median_abs_error"] <= 0.105
     assert small["held_out"]["median_abs_error"] <= 0.165

@@ -25,23 +25,23 @@ SHRINK_RUNS = 5
 #: 16-bit fit run (zero median signed error on the fit third), standing for what kernel
 #: microbenchmarks leave out (clocks under a whole step's power draw, gaps between kernels,
 #: cache and HBM contention between kernels, the data loader and per-step host work).
-IN_STEP_EFFICIENCY = 0.916
+IN_STEP_EFFICIENCY = 0.906
 #: Share of their microbenchmark rate fp8 GEMMs keep inside a step, beyond the above: the
 #: scaling bookkeeping (amax history, scale updates), fp8 transposes for the backward GEMMs and
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out.
-FP8_GEMM_IN_STEP_EFFICIENCY = 0.899
+FP8_GEMM_IN_STEP_EFFICIENCY = 0.907
 #: IN_STEP_EFFICIENCY of an architecture with at least MIN_ARCH_RUNS 16-bit fit runs, fitted on
 #: those alone: how far a step falls short of the GEMM anchors differs by generation (an H100
 #: at 700 W runs its tensor cores into the power limit, where the short 8192^3 anchor benchmark
 #: does not; an A100 at 400 W much less). Others use the pooled IN_STEP_EFFICIENCY.
-IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {"ampere": 0.987, "hopper": 0.87}
+IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {"ampere": 0.98, "hopper": 0.865}
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs.
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.0664, 0.1689, 35),
-    "16-bit/dense": (-0.0495, 0.117, 17),
-    "16-bit/moe": (-0.0101, -0.0101, 1),
-    "fp8/dense": (-0.1068, 0.2389, 14),
-    "fp8/moe": (-0.0101, 0.3037, 3),
+    "pooled": (-0.0532, 0.1704, 35),
+    "16-bit/dense": (-0.0452, 0.1265, 17),
+    "16-bit/moe": (-0.0107, -0.0107, 1),
+    "fp8/dense": (-0.0945, 0.2444, 14),
+    "fp8/moe": (-0.0075, 0.3026, 3),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs
@@ -49,7 +49,7 @@ STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
 #: report names it the "compute wall": small per-expert GEMMs that underfill the tensor
 #: cores, many kernel launches and host-bound token bookkeeping (NVIDIA, "Scalable Training
 #: of Mixture-of-Experts Models with Megatron Core", arXiv 2603.07685, 2026, §1).
-MOE_EXPERT_IN_STEP_EFFICIENCY = 0.543
+MOE_EXPERT_IN_STEP_EFFICIENCY = 0.552
 # END GENERATED
 
 

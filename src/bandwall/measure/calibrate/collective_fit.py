@@ -6,10 +6,11 @@ URL and date). The split is fixed before any fit: a row is fitted when sha256(it
 == 0, held out otherwise. Rows given as bus bandwidth with two decimals are only usable where
 that rounding is within ±5% (busbw >= 0.10 GB/s). The fitted constants are
 `bandwall.model.collectives.overheads.LAUNCH_US` (per GPU generation), `NETWORK_CALL_US`
-(per scale-out transport) and `PIPELINE_FILL_BYTES` (one, per channel): they minimise the sum
-of |log(predicted / measured)| over the fitted rows from 8 B to 16 MiB. The per-call
-constants add to the model's time, so for each fill they come from coordinate descent on a
-0.1 µs grid (the loss is convex in each); the fill is scanned on a 16 KiB grid.
+(per scale-out transport), `PIPELINE_FILL_BYTES` and `PIPELINE_FILL_BYTES_IN_NODE` (per
+channel, across nodes and within one): they minimise the sum of |log(predicted / measured)|
+over the fitted rows from 8 B to 16 MiB. The per-call constants add to the model's time, so
+for each pair of fills they come from coordinate descent on a 0.1 µs grid (the loss is convex
+in each); the fills are scanned in turn on a 16 KiB grid.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class OverheadFit:
     launch_us: dict[str, float]
     network_us: dict[str, float]
     fill_bytes: float
+    """Across nodes."""
+    fill_in_node_bytes: float
     errors: dict[str, float]
     """Signed relative error per row id, predicted / measured − 1, with the fitted values."""
     rows: list[Row]
@@ -152,16 +155,19 @@ class OverheadFit:
 
 
 @contextmanager
-def _fill(fill_bytes: float) -> Iterator[None]:
-    """The model with this pipeline fill and no per-call overheads (they are added here)."""
+def _fill(fill_bytes: float, in_node_bytes: float) -> Iterator[None]:
+    """The model with these pipeline fills (across nodes, within one) and no per-call
+    overheads (they are added here)."""
     saved = (
         dict(overheads.LAUNCH_US),
         dict(overheads.NETWORK_CALL_US),
         overheads.PIPELINE_FILL_BYTES,
+        overheads.PIPELINE_FILL_BYTES_IN_NODE,
     )
     overheads.LAUNCH_US.update({k: 0.0 for k in overheads.LAUNCH_US})
     overheads.NETWORK_CALL_US.update({k: 0.0 for k in overheads.NETWORK_CALL_US})
     overheads.PIPELINE_FILL_BYTES = fill_bytes
+    overheads.PIPELINE_FILL_BYTES_IN_NODE = in_node_bytes
     fast.clear()
     try:
         yield
@@ -169,6 +175,7 @@ def _fill(fill_bytes: float) -> Iterator[None]:
         overheads.LAUNCH_US.update(saved[0])
         overheads.NETWORK_CALL_US.update(saved[1])
         overheads.PIPELINE_FILL_BYTES = saved[2]
+        overheads.PIPELINE_FILL_BYTES_IN_NODE = saved[3]
         fast.clear()
 
 
@@ -209,33 +216,41 @@ FILL_GRID_BYTES = tuple(float(k * 16 * 2**10) for k in range(0, 257))
 
 
 def fit_overheads(step_us: float = 0.1, rounds: int = 4) -> OverheadFit:
-    """Fit the pipeline fill (a scan of its grid) and, for each fill, the per-call constants
-    (coordinate descent) on the fitted rows between FIT_BYTES, minimising Σ|log(predicted /
-    measured)|; then price every row with the result."""
+    """Fit the two pipeline fills (each scanned on its grid in turn, coarse then fine, until
+    neither moves) and, for each pair, the per-call constants (coordinate descent) on the
+    fitted rows between FIT_BYTES, minimising Σ|log(predicted / measured)|; then price every
+    row with the result."""
     rows = load_rows()
     fit = [r for r in rows if r.fitted and FIT_BYTES[0] <= r.size_bytes <= FIT_BYTES[1]]
-    best: tuple[float, float, dict[str, float], dict[str, float]] | None = None
-    cache: dict[float, tuple[float, dict[str, float], dict[str, float]]] = {}
+    cache: dict[tuple[float, float], float] = {}
 
-    def trial(fill: float) -> float:
-        if fill not in cache:
-            with _fill(fill):
+    def trial(fills: tuple[float, float]) -> float:
+        if fills not in cache:
+            with _fill(*fills):
                 base = model_s(fit)
-            launch, network, loss = _additive(fit, base, 1.0, 2)
-            cache[fill] = (loss, launch, network)
-        return cache[fill][0]
+            cache[fills] = _additive(fit, base, 1.0, 2)[2]
+        return cache[fills]
 
-    # coarse scan, then the neighbourhood of the best on the fine grid
-    coarse = FILL_GRID_BYTES[::16]
-    centre = min(coarse, key=trial)
-    i = FILL_GRID_BYTES.index(centre)
-    fine = FILL_GRID_BYTES[max(i - 16, 0) : i + 17]
-    fill = min(fine, key=trial)
-    with _fill(fill):
+    def scan(fills: list[float], which: int) -> None:
+        def at(v: float) -> tuple[float, float]:
+            return (v, fills[1]) if which == 0 else (fills[0], v)
+
+        # coarse scan, then the neighbourhood of the best on the fine grid
+        centre = min(FILL_GRID_BYTES[::16], key=lambda v: trial(at(v)))
+        i = FILL_GRID_BYTES.index(centre)
+        fills[which] = min(FILL_GRID_BYTES[max(i - 16, 0) : i + 17], key=lambda v: trial(at(v)))
+
+    fills = [overheads.PIPELINE_FILL_BYTES, overheads.PIPELINE_FILL_BYTES_IN_NODE]
+    for _ in range(3):
+        before = list(fills)
+        scan(fills, 0)
+        scan(fills, 1)
+        if fills == before:
+            break
+    with _fill(*fills):
         base_all = model_s(rows)
     launch, network, loss = _additive(fit, base_all, step_us, rounds)
-    best = (loss, fill, launch, network)
     errors = {
         r.id: (base_all[r.id] + _overhead_s(r, launch, network)) / r.measured_s - 1 for r in rows
     }
-    return OverheadFit(launch, network, fill, errors, rows, best[0])
+    return OverheadFit(launch, network, fills[0], fills[1], errors, rows, loss)

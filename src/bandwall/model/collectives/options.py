@@ -63,7 +63,8 @@ class Option:
     channels: FloatArray | None = None
     chunk_eff: FloatArray | None = None
     fill_bytes: FloatArray | None = None
-    """NCCL's pipeline fill: channels × :data:`overheads.PIPELINE_FILL_BYTES`."""
+    """NCCL's pipeline fill: channels × :data:`overheads.PIPELINE_FILL_BYTES` (across nodes)
+    or :data:`overheads.PIPELINE_FILL_BYTES_IN_NODE`."""
     ladder_bound: BoolArray | None = None
     gloo_ring: tuple[FloatArray, FloatArray, FloatArray] | None = None
     """(α + μ, σ·(H−1), n) per context: time by Gloo's segmented ring, not affine."""
@@ -114,6 +115,11 @@ def nccl_options(op: Op, n: FloatArray, topo: Topology) -> list[Option]:
     """NCCL's candidates for `op`, each bounded by every link on its path."""
     sh = nccl.shape_of(n, topo)
     floors: dict[bool, FloatArray] = {}
+    fill = np.where(
+        sh.group.num_nodes > 1,
+        overheads.PIPELINE_FILL_BYTES,
+        overheads.PIPELINE_FILL_BYTES_IN_NODE,
+    )
     out = []
     for c in nccl.candidates(NCCL_FUNC[op], sh):
         if c.in_network not in floors:
@@ -133,10 +139,8 @@ def nccl_options(op: Op, n: FloatArray, topo: Topology) -> list[Option]:
                 chunk_eff=_chunk_eff(c),
                 fill_bytes=(
                     None
-                    if c.exec_channels is None
-                    or not overheads.PIPELINE_FILL_BYTES
-                    or overheads.measured(topo)
-                    else c.exec_channels * overheads.PIPELINE_FILL_BYTES
+                    if c.exec_channels is None or not fill.any() or overheads.measured(topo)
+                    else c.exec_channels * fill
                 ),
                 ladder_bound=c.ladder_bound,
             )

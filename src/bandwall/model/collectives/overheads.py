@@ -36,11 +36,16 @@ LAUNCH_US: dict[GpuArch, float] = {
 NETWORK_CALL_US: dict[str, float] = {
     "efa": 10.7,
 }
-#: Pipeline fill per channel, bytes: NCCL moves each channel's data in chunks through
-#: NCCL_STEPS = 8 buffer slots (src/include/device.h), so a message reaches the algorithm's
-#: bandwidth only after the first chunks have filled the pipeline; the bandwidth term is
-#: charged min(size, channels × this) more bytes (fitted; see module doc).
+#: Pipeline fill per channel, bytes, for a group across nodes: NCCL moves each channel's data
+#: in chunks through NCCL_STEPS = 8 buffer slots (src/include/device.h), so a message reaches
+#: the algorithm's bandwidth only after the first chunks have filled the pipeline; the
+#: bandwidth term is charged min(size, channels × this) more bytes (fitted; see module doc).
 PIPELINE_FILL_BYTES = 1_245_184.0
+#: The same within one node (NVLink/NVSwitch or PCIe P2P): a step there completes in about a
+#: microsecond rather than a network round trip plus the proxy's turn, so the pipeline fills
+#: in fewer bytes at the link's rate (fitted separately on the single-node rows; see module
+#: doc).
+PIPELINE_FILL_BYTES_IN_NODE = 442_368.0
 
 
 def measured(topo: Topology) -> bool:
