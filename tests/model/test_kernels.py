@@ -17,7 +17,7 @@ from bandwall.catalog import load_catalog
 from bandwall.catalog.perf import kernel_benchmarks
 from bandwall.model import compute
 from bandwall.model.compute import attention, gemm, rates, step, validation
-from bandwall.workloads import custom_transformer, get_workload
+from bandwall.workloads import Transformer, custom_transformer, get_workload
 
 #: A made-up Hopper-like GPU: 100 TFLOP/s bf16 at efficiency 0.5 (50 TFLOP/s main loop),
 #: 200 TFLOP/s fp8 at 0.5, 1 TB/s HBM, one SM (so waves = CTAs), no fixed kernel cost.
@@ -175,8 +175,9 @@ def test_fp8_runs_only_the_linear_layers_in_fp8_and_prices_the_casts() -> None:
     assert float(current.fp8_cast_s) > float(fp8.fp8_cast_s)  # the amax pass
 
 
-def test_moe_experts_run_as_one_grouped_gemm_per_projection() -> None:
-    w = custom_transformer(
+def _small_moe() -> Transformer:
+    """64 experts of width 1,024, top-8, on a 4,096-wide 2-layer model."""
+    return custom_transformer(
         layers=2,
         hidden=4096,
         heads=32,
@@ -186,6 +187,10 @@ def test_moe_experts_run_as_one_grouped_gemm_per_projection() -> None:
         top_k=8,
         moe_ffn=1024,
     )
+
+
+def test_moe_experts_run_as_one_grouped_gemm_per_projection() -> None:
+    w = _small_moe()
     lc = _layer(w, tokens=4096.0, moe=True, ep=8.0)
     # router + 2 attention + 2 expert GEMMs forward; 3 kernels each with dgrad and wgrad
     assert lc.fp8_ops == ()
@@ -199,16 +204,7 @@ def test_expert_efficiency_slows_only_the_routed_expert_path() -> None:
     (fprop, dgrad, wgrad) and the token permutes take twice as long, by exactly their own
     time; attention, its GEMMs, shared work, FLOPs and kernel counts do not move; a dense
     layer ignores it. Scalar and vector paths agree."""
-    w = custom_transformer(
-        layers=2,
-        hidden=4096,
-        heads=32,
-        vocab=32000,
-        seq_len=4096,
-        experts=64,
-        top_k=8,
-        moe_ffn=1024,
-    )
+    w = _small_moe()
     r = h100()
     T, ep = 4096.0, 8.0
 
