@@ -1,4 +1,4 @@
-"""The model against the published training runs: its two fitted constants, fit and held-out
+"""The model against the published training runs: its fitted constants, fit and held-out
 errors, the residual table behind every prediction's range, and how well those ranges cover
 the held-out runs.
 
@@ -113,9 +113,13 @@ def arch_of(gpu: str) -> str:
 
 
 def fitted_archs(fit_rows: list[dict[str, str]]) -> list[str]:
-    """Architectures with at least MIN_ARCH_RUNS 16-bit fit runs (Korthikanti's A100 included):
-    each gets its own in-step efficiency."""
-    gpus = [r.gpu for r in all_results(fit_rows) if r.split == "fit" and r.precision != "fp8"]
+    """Architectures with at least MIN_ARCH_RUNS dense 16-bit fit runs (Korthikanti's A100
+    included): each gets its own in-step efficiency, fitted on those runs."""
+    gpus = [
+        r.gpu
+        for r in all_results(fit_rows)
+        if r.split == "fit" and r.precision != "fp8" and not r.moe
+    ]
     counts = collections.Counter(arch_of(g) for g in gpus)
     return sorted(a for a, n in counts.items() if n >= calibration.MIN_ARCH_RUNS)
 

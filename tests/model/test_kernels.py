@@ -199,12 +199,23 @@ def test_moe_experts_run_as_one_grouped_gemm_per_projection() -> None:
     assert float(lc.flops) == pytest.approx(6 * matmul * 4096 + attn, rel=1e-9)
 
 
-def test_expert_efficiency_slows_only_the_routed_expert_path() -> None:
-    """MOE_EXPERT_IN_STEP_EFFICIENCY's term: at efficiency 0.5 the router and expert GEMMs
-    (fprop, dgrad, wgrad) and the token permutes take twice as long, by exactly their own
-    time; attention, its GEMMs, shared work, FLOPs and kernel counts do not move; a dense
-    layer ignores it. Scalar and vector paths agree."""
-    w = _small_moe()
+@pytest.mark.parametrize("fp8", [None, "delayed"])
+def test_expert_efficiency_slows_only_the_routed_expert_path(fp8: str | None) -> None:
+    """MOE_EXPERT_IN_STEP_EFFICIENCY's term: at efficiency 0.5 the router and routed-expert
+    GEMMs (fprop, dgrad, wgrad) and the token permutes take twice as long, by exactly their
+    own time; attention, the shared expert, fp8 casts, FLOPs and kernel counts do not move; a
+    dense layer ignores it. Scalar and vector paths agree."""
+    w = custom_transformer(
+        layers=2,
+        hidden=4096,
+        heads=32,
+        vocab=32000,
+        seq_len=4096,
+        experts=64,
+        top_k=8,
+        moe_ffn=1024,
+        shared_experts=1,
+    )
     r = h100()
     T, ep = 4096.0, 8.0
 
@@ -217,25 +228,29 @@ def test_expert_efficiency_slows_only_the_routed_expert_path() -> None:
             moe_layer=moe,
             sequence_parallel=True,
             flash_attention=True,
+            fp8=fp8,
             expert_efficiency=eff,
         )
 
     base, slow = layer(1.0), layer(0.5)
-    # the expert path by hand: tokens per local expert T·k·ep/E, E/ep experts per GPU
+    # the expert path by hand: tokens per local expert T·k·ep/E, E/ep experts per GPU; the
+    # router stays bf16 under an fp8 recipe
     m, cnt, h, fe = T * 8 * ep / 64, 64 / ep, 4096.0, 1024.0
     gate = 2.0 if w.gated_mlp else 1.0
     expert_gemms = 0.0
     for n, k, c in ((64.0, h, 1.0), (gate * fe, h, cnt), (h, fe, cnt)):  # router, fc1, fc2
-        mk = m if c > 1 else T
+        mk, f8 = (m, fp8 is not None) if c > 1 else (T, False)
         for mm, nn, kk, out in ((mk, n, k, 2.0), (mk, k, n, 2.0), (k, n, mk, 8.0)):
-            expert_gemms += float(gemm.gemm_time_s(mm, nn, kk, r, count=c, out_bytes=out))
+            t = gemm.gemm_time_s(mm, nn, kk, r, fp8=f8, count=c, out_bytes=out)
+            expert_gemms += float(t)
     fwd_b, bwd_b = 8.0, 8.0  # elementwise "permute": bytes per routed element, fwd and bwd
     permute = (fwd_b + bwd_b) * T * 8 * h / r.stream_Bps
     gemm_delta = float(slow.breakdown_s["gemm"] - base.breakdown_s["gemm"])
     assert gemm_delta == pytest.approx(expert_gemms, rel=1e-9)
     memory_delta = float(slow.breakdown_s["memory"] - base.breakdown_s["memory"])
     assert memory_delta == pytest.approx(permute, rel=1e-9)
-    assert float(slow.breakdown_s["attention"]) == float(base.breakdown_s["attention"])
+    for unchanged in ("attention", "fp8_cast"):
+        assert float(slow.breakdown_s[unchanged]) == float(base.breakdown_s[unchanged])
     assert float(slow.flops) == float(base.flops)
     assert float(slow.kernels) == float(base.kernels)
     vector = layer(0.5, tokens=np.array([T, T]))

@@ -47,7 +47,7 @@ def test_fitted_constants_leave_no_bias_where_they_were_fitted(
     16-bit runs of an architecture for its in-step efficiency, the dense fp8 runs for the fp8
     one, the MoE runs for the expert path's): a constant edited by hand, or a model that moved
     without a refit, shows up here. The MoE group has 4 fit runs (all DeepSeek-V3: the
-    held-out Qwen3 and gpt-oss runs test how it carries over)."""
+    held-out Qwen3, gpt-oss and later DeepSeek-V3 runs test how it carries over)."""
     logs = [
         math.log(r.measured_step_s / r.predicted_step_s) for r in fit_results if _in_group(r, group)
     ]

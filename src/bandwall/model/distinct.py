@@ -10,7 +10,7 @@ import numpy.typing as npt
 #: Elements sampled to guess the distinct keys.
 _SAMPLE = 8192
 #: Rows sampled to decline early when too many of them differ.
-_CHECK = 4096
+_CHECK = 1024
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -76,22 +76,25 @@ def distinct_broadcast(
     shape: tuple[int, ...],
     share: float = 0.5,
     decline: float = 0.25,
+    sample: int = _CHECK,
 ) -> tuple[list[npt.NDArray[np.float64]], npt.NDArray[np.intp]] | None:
     """Distinct rows of columns that broadcast to `shape`: (each column at one element of
     each distinct row, the row number of every element, flat), or None when more than
-    `share` of the rows are distinct, or when more than `decline` of a strided sample is
-    already distinct (checked before any column is expanded to the full shape).
+    `share` of the rows are distinct, or when more than `decline` of a strided sample of
+    about `sample` rows is already distinct (checked before any column is expanded to the
+    full shape).
 
     `decline` is what hashing every row is worth to the caller: a collective prices a row
     in well under a microsecond, so a sample a quarter distinct already says pricing directly
     is cheaper; a transformer layer's ~20 GEMMs cost ~100x more per row, and a layout search
     of ~400k layouts holding ~1,300 distinct per-GPU shapes (Mixtral on 1,024 GPUs: a third of
-    the sample distinct) is worth compressing ~300x (16 s -> 1.5 s per plan)."""
+    a 4,096-row sample distinct, most of a 1,024-row one) is worth compressing ~300x (16 s ->
+    1.5 s per plan)."""
     total = int(np.prod(shape))
-    if total > 2 * _CHECK:
-        at = np.unravel_index(np.arange(0, total, total // _CHECK), shape)
-        sample = _keys([np.broadcast_to(c, shape)[at] for c in cols])
-        if len(np.unique(sample)) > decline * len(sample):
+    if total > 2 * sample:
+        at = np.unravel_index(np.arange(0, total, total // sample), shape)
+        keys = _keys([np.broadcast_to(c, shape)[at] for c in cols])
+        if len(np.unique(keys)) > decline * len(keys):
             return None
     flat = [np.broadcast_to(c, shape).ravel() for c in cols]
     found = distinct_rows(flat, share)

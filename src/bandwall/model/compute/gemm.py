@@ -74,7 +74,7 @@ def gemm_compute_s(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: 
     size = math.prod(shape)
     if size > DEDUPE_ABOVE:
         # a layout search repeats few shapes many times: price each distinct shape once
-        found = distinct_broadcast(columns, shape, decline=0.75)
+        found = distinct_broadcast(columns, shape, share=0.75, decline=0.75, sample=4096)
         if found is not None:
             u, inverse = found
             t = _gemm_compute_s(u[0], u[1], u[2], rates, fp8=u[4] != 0, count=u[3])

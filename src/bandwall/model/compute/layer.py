@@ -323,7 +323,7 @@ def transformer_layer(
     grid = np.broadcast_shapes(*(x.shape for x in cols))
     if math.prod(grid) > DISTINCT_ABOVE:
         # a layout search repeats few per-GPU shapes over many layouts: price each once
-        found = distinct_broadcast(cols, grid, decline=0.75)
+        found = distinct_broadcast(cols, grid, share=0.75, decline=0.75, sample=4096)
         if found is not None:
             rows, inverse = found
             return _expand(_layer(w, LayerShape(*rows), rates, *opts), inverse, grid)
