@@ -38,6 +38,8 @@ _links: OrderedDict[int, tuple[Link, tuple[Any, ...] | None]] = OrderedDict()
 #: id(topology) -> (the topology, its fields as a key or None); the topology is held so its id
 #: is not reused while the entry lives
 _topos: OrderedDict[int, tuple[Topology, tuple[Any, ...] | None]] = OrderedDict()
+#: id(topology) -> (the topology, its axes), as `_topos`
+_ndims: OrderedDict[int, tuple[Topology, int]] = OrderedDict()
 
 
 def clear() -> None:
@@ -45,6 +47,7 @@ def clear() -> None:
     _tables.clear()
     _links.clear()
     _topos.clear()
+    _ndims.clear()
 
 
 class _NotPlainError(Exception):
@@ -73,11 +76,18 @@ def one_value(size: Any, ranks: Any) -> tuple[float, float, int] | None:
 
 def topology_ndim(topo: Topology) -> int:
     """Axes of the topology's array fields, its links' included (only one-element ones
-    reach here): the vector path's result has that many."""
+    reach here): the vector path's result has that many. Remembered by id, as the keys are."""
+    hit = _ndims.get(id(topo))
+    if hit is not None and hit[0] is topo:
+        return hit[1]
     values = [v for v in _TOPO_GET(topo) if type(v) is not Link]
     for link in (v for v in _TOPO_GET(topo) if type(v) is Link):
         values.extend(_LINK_GET(link))
-    return max((v.ndim for v in values if type(v) is np.ndarray), default=0)
+    ndim = max((v.ndim for v in values if type(v) is np.ndarray), default=0)
+    _ndims[id(topo)] = (topo, ndim)
+    if len(_ndims) > 256:
+        _ndims.popitem(last=False)
+    return ndim
 
 
 def _plain(v: Any) -> Any:
