@@ -186,31 +186,41 @@ def _grid_axis(values: np.ndarray, position: int, ndim: int) -> np.ndarray:
 
 
 def _prefilter(
-    grid: np.ndarray, searched: tuple[str, ...], w: Workload, req: PlanRequest, gpus: int | None
-) -> np.ndarray:
-    """Drop candidate rows that no GPU count or batch can make valid (virtual stages without
-    pipeline parallelism, more chunks than layers) and, when the GPU count is fixed, those
-    whose model-parallel size does not divide it: the engine's rules would mask them anyway,
-    so this only saves work. Never returns an empty grid."""
-    if not len(grid):
-        return grid
+    values: list[np.ndarray],
+    searched: tuple[str, ...],
+    w: Workload,
+    req: PlanRequest,
+    gpus: int | None,
+) -> tuple[np.ndarray, ...]:
+    """The kept rows of the product of the searched axes' candidates, as one index array per
+    axis (in the product's row-major order, as `np.meshgrid(..., indexing="ij")` flattens it).
+    Dropped: rows that no GPU count or batch can make valid (virtual stages without pipeline
+    parallelism, more chunks than layers) and, when the GPU count is fixed, those whose
+    model-parallel size does not divide it: the engine's rules would mask them anyway, so this
+    only saves work. The rule is evaluated on the broadcast axes, never on the whole product
+    (3 M rows for DeepSeek-V3, of which ~27 k survive). Never returns no row."""
+    ndim = len(values)
 
-    def col(axis: str) -> np.ndarray:
+    def col(axis: str) -> Any:
         if axis in searched:
-            return grid[:, searched.index(axis)]
+            return _grid_axis(values[searched.index(axis)], searched.index(axis), ndim)
         value = getattr(req, axis)
-        return np.full(len(grid), 1 if value is None else int(value))
+        return np.int64(1 if value is None else int(value))
 
     tp, pp, cp, ep, etp, v = (col(a) for a in ("tp", "pp", "cp", "ep", "etp", "virtual_stages"))
     keep = (v == 1) | (pp > 1)
     if isinstance(w, Transformer):
-        keep &= pp * v <= w.layers + 2
+        keep = keep & (pp * v <= w.layers + 2)
     if gpus is not None:
         model = tp * pp * cp
-        keep &= gpus % model == 0
+        keep = keep & (gpus % model == 0)
         dp = np.maximum(gpus // model, 1)
-        keep &= (tp * cp * dp) % (ep * etp) == 0
-    return grid[keep] if keep.any() else grid[:1]
+        keep = keep & ((tp * cp * dp) % (ep * etp) == 0)
+    shape = tuple(len(x) for x in values)
+    found = np.nonzero(np.broadcast_to(keep, shape))
+    if not len(found[0]):
+        return tuple(np.zeros(1, dtype=np.intp) for _ in values)
+    return found
 
 
 def _layout_grid(
@@ -222,19 +232,20 @@ def _layout_grid(
         a for a in LAYOUT_AXES if a not in axes and (req.auto or getattr(req, a) is None)
     )
     values = [np.asarray(candidates(a, w, req, gpn), dtype=np.int64) for a in searched]
-    mesh = np.meshgrid(*values, indexing="ij") if values else []
-    grid = np.stack([m.reshape(-1) for m in mesh], axis=-1) if values else np.zeros((1, 0))
-    grid = _prefilter(grid.astype(np.int64), searched, w, req, None if "gpus" in axes else req.gpus)
+    gpus = None if "gpus" in axes else req.gpus
+    rows = _prefilter(values, searched, w, req, gpus) if values else ()
+    columns = [vals[idx] for vals, idx in zip(values, rows, strict=True)]
+    n_rows = len(columns[0]) if columns else 1
     names = list(axes)
     layout: dict[str, Any] = {}
     for a in LAYOUT_AXES:
         if a in axes:
             layout[a] = _grid_axis(np.asarray(axes[a], dtype=np.int64), names.index(a), ndim)
         elif a in searched:
-            layout[a] = _grid_axis(grid[:, searched.index(a)], ndim - 1, ndim)
+            layout[a] = _grid_axis(columns[searched.index(a)], ndim - 1, ndim)
         else:
             layout[a] = np.int64(getattr(req, a))
-    return LayoutArrays(**layout), searched, len(grid)
+    return LayoutArrays(**layout), searched, n_rows
 
 
 _METRIC_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))
