@@ -4,6 +4,7 @@ any valid layout of the same request that fits (issue 21), and any GPU count pla
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -68,3 +69,43 @@ def test_any_gpu_count_plans_or_names_gpus() -> None:
         assert exc.field == "gpus" and "try --gpus" in exc.reason
     else:
         raise AssertionError("997 GPUs (a prime) cannot split a batch of 512")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"model": "mixtral-8x7b", "gpus": 64},
+        {"model": "llama3-70b", "gpus": 96, "tp": 8},
+        {"model": "gpt3-175b", "gpus": 1000, "pp": 4},
+        {"model": "bert-large", "gpus": 16},
+    ],
+)
+def test_search_keeps_exactly_the_product_rows_the_rules_allow(fields: dict[str, object]) -> None:
+    """The prefilter keeps, in the product's order, every candidate row with virtual stages
+    only under pipeline parallelism, no more chunks than layers + 2 and a model-parallel size
+    that splits the GPUs into data-parallel replicas the experts fold into; checked against
+    the product written out row by row."""
+    import itertools
+
+    from bandwall.planning.api import candidates
+
+    req = make_request(**fields, failures=False)
+    w = resolve_workload(req)
+    gpn = resolve_cluster(req).gpus_per_node
+    lay, searched, n = _layout_grid(req, w, gpn, {}, 1)
+    values = [candidates(a, w, req, gpn) for a in searched]
+    expected = []
+    for combo in itertools.product(*values):
+        row = {a: getattr(req, a) or 1 for a in AXES} | dict(zip(searched, combo, strict=True))
+        tp, pp, cp, ep, etp, v = (row[a] for a in ("tp", "pp", "cp", "ep", "etp", "virtual_stages"))
+        dp = max(req.gpus // (tp * pp * cp), 1)
+        if (
+            (v == 1 or pp > 1)
+            and pp * v <= w.layers + 2
+            and req.gpus % (tp * pp * cp) == 0
+            and (tp * cp * dp) % (ep * etp) == 0
+        ):
+            expected.append(combo)
+    got = list(zip(*(np.ravel(getattr(lay, a)).tolist() for a in searched), strict=True))
+    assert n == len(expected) > 0
+    assert got == expected
