@@ -254,6 +254,39 @@ def test_a_search_sized_call_prices_each_distinct_call_once_and_exactly() -> Non
             assert float(batch[i]) == pytest.approx(float(one), rel=1e-12)
 
 
+def test_a_sweep_shaped_call_prices_only_the_axes_it_depends_on() -> None:
+    """A sweep hands the collective model arrays that carry every layout axis though the
+    message, the group and the link each depend on a few: constant axes are cut before
+    pricing (dedupe.squeezed_call) and the result, broadcast back, equals each element's
+    own call."""
+    from bandwall.model.collectives import dedupe
+
+    base = build_topology(gpus_per_node=8, scale_out="ib-ndr", gpu="H100-SXM")
+    link = base.scale_out
+    assert link is not None
+    rates = np.geomspace(1e9, 5e10, 40).reshape(1, 40, 1, 1)
+    topo = replace(base, scale_out=replace(link, bandwidth_Bps=rates))
+    shape = (5, 40, 4, 6)
+    sizes = np.broadcast_to(np.array([1e4, 2e6, 3e8, 4e9]).reshape(1, 1, 4, 1), shape).copy()
+    ranks = np.broadcast_to(np.array([2.0, 8, 16, 64, 256, 1000]).reshape(1, 1, 1, 6), shape)
+    ranks = ranks.copy()
+    cut = dedupe.squeezed_call(sizes, ranks, topo)
+    assert cut is not None
+    size_c, n_c, _, back = cut
+    assert back == shape and size_c.shape == (1, 1, 4, 1) and n_c.shape == (1, 1, 1, 6)
+    assert dedupe.squeezed_call(size_c, n_c, topo) is None  # nothing left to cut
+    batch = collective_time_s(Op.ALL_REDUCE, Algo.AUTO, sizes, ranks, topo)
+    assert batch.shape == shape
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        i, j, k, m = (int(rng.integers(0, d)) for d in shape)
+        one_topo = replace(base, scale_out=replace(link, bandwidth_Bps=float(rates[0, j, 0, 0])))
+        one = collective_time_s(
+            Op.ALL_REDUCE, Algo.AUTO, float(sizes[i, j, k, m]), float(ranks[i, j, k, m]), one_topo
+        )
+        assert float(batch[i, j, k, m]) == pytest.approx(float(one), rel=1e-12)
+
+
 def test_distinct_rows_numbers_rows_and_declines_when_few_repeat() -> None:
     rng = np.random.default_rng(2)
     a = rng.choice([1.0, 2.5, np.inf], 10_000)
