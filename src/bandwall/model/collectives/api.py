@@ -249,8 +249,8 @@ def collective_time_s(
     cut = dedupe.squeezed_call(size, n, topo)
     if cut is not None:
         size_c, n_c, topo_c, shape = cut
-        t = collective_time_s(op, algo, size_c, n_c, topo_c, protocol=protocol)
-        return np.broadcast_to(t, shape).copy()
+        cut_s = collective_time_s(op, algo, size_c, n_c, topo_c, protocol=protocol)
+        return np.broadcast_to(cut_s, shape).copy()
     calls = dedupe.distinct_calls(size, n, topo)
     if calls is not None:
         size_u, n_u, topo_u, inverse, shape = calls
