@@ -27,6 +27,14 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "marin-7018-no-socket-interface.log": (None, "socket_ifname"),
     "llamafactory-7396-allreduce-timeout.log": (None, "collective_timeout"),
     "llamafactory-6269-reduce-scatter-timeout.log": (None, "collective_timeout"),
+    # a fresh set collected on 2026-12-04, scored before these rules existed (docs/validation.md)
+    "nccl-1372-named-symbol-sm80-build-on-h100.log": (None, "gpu_arch_missing"),
+    "pytorch-152077-rtx5090-sm120-old-build.log": ("Socket", "gpu_arch_missing"),
+    "nccl-1240-graph-file-azure-ncv4.log": (None, "topology_file"),
+    "aws-ofi-nccl-785-static-p5-topo-xml.log": (None, "topology_file"),
+    "nccl-379-topo-injection-missing-cpu-attrs.log": (None, "topology_file"),
+    "awsome-ai-292-ofi-plugin-libfabric-symbol.log": (None, "net_plugin_load"),
+    "autocast-381-postfit-barrier-timeout.log": (None, "collective_timeout"),
 }
 
 
@@ -130,3 +138,34 @@ def test_rules_without_a_public_log_on_synthetic_lines() -> None:
     assert [k for k, _ in log.modify_qp] == ["EINVAL"]
     assert log.cuda_failures[0][2].endswith("nvls.cc") and len(log.shm_space) == 1
     assert log.env["NCCL_MAX_NCHANNELS"][0][0] == "2"
+
+
+def test_a_watchdog_message_wrapped_before_worknccl_is_read() -> None:
+    """A paste (or an older PyTorch) that breaks the line after 'timeout:' still gives the
+    collective, its size and the limit."""
+    log = parse("autocast-381-postfit-barrier-timeout.log")
+    (t,) = log.timeouts
+    assert (t.rank, t.op, t.numel_in, t.timeout_ms, t.ran_ms) == (
+        0,
+        "ALLREDUCE",
+        1,
+        1800000,
+        1800090,
+    )
+
+
+def test_a_plugin_that_will_not_load_is_not_an_absent_plugin() -> None:
+    """NET/Plugin's dlerror of a plugin whose libfabric is too old is a load failure; 'cannot
+    open shared object' (no plugin installed) stays benign."""
+    failed = parse("awsome-ai-292-ofi-plugin-libfabric-symbol.log")
+    assert failed.plugin_load_failed and not failed.plugin_absent
+    absent = parse("nccl-1240-graph-file-azure-ncv4.log")
+    assert absent.plugin_absent and not absent.plugin_load_failed
+
+
+def test_a_one_rank_communicator_is_one_node() -> None:
+    """NCCL_IB_DISABLE=1 and sockets on a one-rank communicator move nothing between nodes:
+    no socket-fallback finding (NVIDIA/nccl#1240's real fault is the injected graph file)."""
+    assert parse("nccl-1240-graph-file-azure-ncv4.log").single_node
+    codes = {f.code for f in diagnose([str(LOGS / "nccl-1240-graph-file-azure-ncv4.log")]).findings}
+    assert "socket_fallback" not in codes

@@ -149,7 +149,12 @@ def _gpu_memory(job: Job) -> list[Hit]:
     unhandled = _lines(job, "cuda_unhandled") + [
         ln for msg, ln in job.all("test_failures") if "unhandled cuda error" in msg
     ]
-    specific = job.all("cuda_failures") or job.all("driver_old") or job.all("fabric_not_ready")
+    specific = (
+        job.all("cuda_failures")
+        or job.all("driver_old")
+        or job.all("fabric_not_ready")
+        or job.all("nvls_errors")  # 'Failed to bind NVLink SHARP ... CUDA error 401' names it
+    )
     if unhandled and not specific and not job.all("p2p_errors"):
         return [
             Hit(
@@ -166,7 +171,14 @@ def _gpu_memory(job: Job) -> list[Hit]:
 
 @detector("cuda_error")
 def _cuda_error(job: Job) -> list[Hit]:
-    known = ("out of memory", "peer access", "system not yet initialized", "insufficient")
+    known = (
+        "out of memory",
+        "peer access",
+        "system not yet initialized",
+        "insufficient",
+        "named symbol not found",  # gpu_arch_missing
+        "no kernel image",
+    )
     lines = [
         ln
         for code, msg, src, ln in job.all("cuda_failures")
@@ -176,6 +188,50 @@ def _cuda_error(job: Job) -> list[Hit]:
         return []
     msg = next(m for c, m, s, ln in job.all("cuda_failures") if ln is lines[0])
     return [Hit("cuda_error", first(lines), f"CUDA reported '{msg}' inside NCCL", CERTAIN)]
+
+
+@detector("gpu_arch_missing")
+def _gpu_arch_missing(job: Job) -> list[Hit]:
+    lines = _lines(job, "arch_missing")
+    if not lines:
+        return []
+    return [
+        Hit(
+            "gpu_arch_missing",
+            first(lines),
+            "the build has no device code for this GPU ('named symbol not found' / 'no kernel "
+            "image' / an unsupported compute capability)",
+            CERTAIN,
+        )
+    ]
+
+
+@detector("topology_file")
+def _topology_file(job: Job) -> list[Hit]:
+    lines = _lines(job, "topo_file_errors")
+    if not lines:
+        return []
+    files = [ln for var in ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE") for ln in _env(job, var)[1]]
+    reason = "NCCL could not use the topology/graph XML it was given" + (
+        " (set by the environment)" if files else ""
+    )
+    return [Hit("topology_file", first(lines + files, 3), reason, CERTAIN if files else LIKELY)]
+
+
+@detector("net_plugin_load")
+def _net_plugin_load(job: Job) -> list[Hit]:
+    lines = _lines(job, "plugin_load_failed")
+    if not lines:
+        return []
+    return [
+        Hit(
+            "net_plugin_load",
+            first(lines),
+            "the network plugin was found but would not load: a library it needs is missing "
+            "or too old",
+            CERTAIN,
+        )
+    ]
 
 
 @detector("collective_mismatch")

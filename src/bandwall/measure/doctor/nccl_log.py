@@ -74,9 +74,14 @@ _COMPLETION_SIMPLE = re.compile(r"(?:with error |status=)(?:[A-Z_]{1,40}\()?(\d{
 _MODIFY_QP = re.compile(
     r"ibv_modify_qp failed with (?:error )?(\d{1,4} )?([A-Za-z][A-Za-z ]{2,60})"
 )
+#: dlerror of a plugin that exists but needs what the host's libraries lack
+_PLUGIN_LOAD_FAILED = re.compile(
+    r"dlerror.{0,400}?(?:version [`'][^`']{1,60}' not found|undefined symbol)"
+)
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:(\d{1,4}) )?'([^']{1,200})'?")
 _TEST_FAILURE = re.compile(r"Test (NCCL|CUDA) failure [\w./]{1,64}:\d{1,6} '([^']{1,300})")
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout: WorkNCCL\(")
+#: The message, or its first line where a paste or an older PyTorch wraps it before WorkNCCL(
+_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout:(?: WorkNCCL\(|\s*$)")
 _WD_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
 _WD_SEQ = re.compile(r"SeqNum=(\d{1,12})")
 _WD_OP = re.compile(r"OpType=(\w{1,40})")
@@ -176,6 +181,13 @@ class NcclLog:
     networks: list[tuple[str, Line]] = field(default_factory=list)
     plugins: list[tuple[str, Line]] = field(default_factory=list)
     plugin_absent: list[Line] = field(default_factory=list)
+    plugin_load_failed: list[Line] = field(default_factory=list)
+    """A NET plugin found but not loaded: a missing symbol or symbol version (dlerror)."""
+    arch_missing: list[Line] = field(default_factory=list)
+    """No kernel for this GPU in the build: 'named symbol not found', 'no kernel image',
+    PyTorch's 'CUDA capability sm_XX is not compatible'."""
+    topo_file_errors: list[Line] = field(default_factory=list)
+    """NCCL could not use an injected topology or graph XML (NCCL_TOPO_FILE/GRAPH_FILE)."""
     ofi_errors: list[Line] = field(default_factory=list)
     ib_devices: dict[str, tuple[IbDevice, Line]] = field(default_factory=dict)
     ib_using: list[Line] = field(default_factory=list)
@@ -254,6 +266,8 @@ class NcclLog:
     def single_node(self) -> bool:
         if self.nnodes is not None:
             return self.nnodes == 1
+        if self.nranks and max(self.nranks) == 1:
+            return True  # a one-rank communicator moves nothing between nodes
         return len(self.hosts) == 1 and bool(self.connections) and not self.net_connections
 
     @property
@@ -622,7 +636,44 @@ def _h_plugin(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_plugin_absent(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    p.log.plugin_absent.append(s.line)
+    if _PLUGIN_LOAD_FAILED.search(s.text):
+        p.log.plugin_load_failed.append(s.line)  # found, but it would not load
+    else:
+        p.log.plugin_absent.append(s.line)
+
+
+def _h_arch_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.arch_missing:
+        p.log.arch_missing.append(s.line)
+
+
+def _h_topo_file(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if s.line not in p.log.topo_file_errors:
+        p.log.topo_file_errors.append(s.line)
+
+
+def _h_watchdog_ran(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """'ran for N milliseconds before timing out' on a line of its own (a wrapped message)."""
+    assert m is not None
+    if p.log.timeouts and p.log.timeouts[-1].ran_ms is None:
+        p.log.timeouts[-1].ran_ms = int(m.group(1))
+
+
+def _h_watchdog_cont(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """The WorkNCCL(...) line of a watchdog message wrapped after 'timeout:'."""
+    if not p.log.timeouts or p.log.timeouts[-1].op is not None:
+        return
+    t = p.log.timeouts[-1]
+    seq, op = _WD_SEQ.search(s.text), _WD_OP.search(s.text)
+    numel, tout = _WD_NUMEL.search(s.text), _WD_TIMEOUT.search(s.text)
+    t.seq = int(seq.group(1)) if seq else t.seq
+    t.op = op.group(1) if op else t.op
+    t.numel_in = int(numel.group(1)) if numel else t.numel_in
+    if tout:
+        t.timeout_ms, t.ran_ms = int(tout.group(1)), int(tout.group(2))
+    else:
+        limit = re.search(r"Timeout\(ms\)=(\d{1,12})", s.text)
+        t.timeout_ms = int(limit.group(1)) if limit else t.timeout_ms
 
 
 def _h_ofi_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1121,6 +1172,18 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("cudaErrorSystemNotReady", _h_fabric),
     Pattern("Failed to bind NVLink SHARP", _h_nvls),
     Pattern("Watchdog caught collective operation timeout", _h_watchdog, _WATCHDOG),
+    Pattern("WorkNCCL(", _h_watchdog_cont, _c(r"^\s*WorkNCCL\(")),
+    Pattern(
+        "before timing out", _h_watchdog_ran, _c(r"^\s*ran for (\d{1,15}) milliseconds before")
+    ),
+    Pattern("named symbol not found", _h_arch_missing),
+    Pattern("no kernel image is available", _h_arch_missing),
+    Pattern("is not compatible with the current PyTorch", _h_arch_missing),
+    Pattern(
+        "XML Import Channel", _h_topo_file, _c(r"XML Import Channel ?: ?dev \d{1,4} not found")
+    ),
+    Pattern(" of node ", _h_topo_file, _c(r"Attribute \w{1,40} of node \w{1,40} not found")),
+    Pattern("Could not open XML topology file", _h_topo_file),
     Pattern("NCCL work: ", _h_watchdog_work, _WD_WORK),
     Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),
     Pattern("NCCL communicator was aborted", _h_watchdog_other),

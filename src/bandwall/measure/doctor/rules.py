@@ -334,6 +334,26 @@ RULES: tuple[Rule, ...] = (
     ),
     # --- NVSwitch / NVLS ----------------------------------------------------------------------
     Rule(
+        code="topology_file",
+        mechanism=Mechanism.TOPOLOGY,
+        title="NCCL cannot use the topology or graph XML it was given",
+        severity=Severity.HIGH,
+        when="with NCCL_TOPO_FILE or NCCL_GRAPH_FILE set (often by a cloud image), NCCL "
+        "warns that the XML names a device it does not find ('XML Import Channel : dev N not "
+        "found'), lacks an attribute ('Attribute arch of node cpu not found') or cannot be "
+        "opened",
+        impact="init fails, or NCCL builds rings and trees for another machine's topology",
+        impact_source="NVIDIA/nccl#1240 (Azure NCv4 image's NCCL_GRAPH_FILE: 'should never "
+        "be set in production', sjeaugey); aws/aws-ofi-nccl#785 (a static p5 topology file)",
+        checks=("`env | grep -E 'NCCL_(TOPO|GRAPH)_FILE'` where the job runs",),
+        fixes=(
+            "unset NCCL_GRAPH_FILE; point NCCL_TOPO_FILE at a file for this instance type (or "
+            "unset it and let NCCL detect the topology)",
+        ),
+        confirm="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH,ENV: the 'set by environment' "
+        "and XML lines",
+    ),
+    Rule(
         code="nvswitch_fabric",
         mechanism=Mechanism.NVLS,
         title="The NVSwitch fabric is not ready (Fabric Manager)",
@@ -386,6 +406,29 @@ RULES: tuple[Rule, ...] = (
         checks=("`ls $NCCL_NET_PLUGIN` / libnccl-net.so and LD_LIBRARY_PATH on every node",),
         fixes=("install the same plugin (or none) on every node; same container image",),
         confirm="the 'NET/Plugin' and 'Using network' lines of one rank per node",
+    ),
+    Rule(
+        code="net_plugin_load",
+        mechanism=Mechanism.PLUGINS,
+        title="A network plugin is installed but fails to load",
+        severity=Severity.HIGH,
+        when="NET/Plugin's dlerror names a missing symbol or symbol version (e.g. "
+        "libfabric's FABRIC_1.7 not found for aws-ofi-nccl): the plugin is there, the "
+        "libraries it needs are too old or absent",
+        impact="NCCL falls back to its internal IB or socket transport (on EFA: sockets, a "
+        "fraction of the bandwidth) or fails to find a network",
+        impact_source="awslabs/awsome-distributed-ai#292 (aws-ofi-nccl 1.9 needs libfabric >= "
+        "1.18.2)",
+        checks=(
+            "`ldd $(find / -name 'libnccl-net*.so' 2>/dev/null)` on a node: unresolved "
+            "libraries and versions",
+        ),
+        fixes=(
+            "install the libfabric / rdma-core the plugin was built against (the EFA "
+            "installer's on AWS), or a plugin built for the host's libraries",
+        ),
+        confirm="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: the 'NET/Plugin' and "
+        "'Using network' lines",
     ),
     # --- bootstrap and sockets ----------------------------------------------------------------
     Rule(
@@ -476,6 +519,29 @@ RULES: tuple[Rule, ...] = (
         ),
         fixes=("fix the faulting kernel or drain the GPU with Xid/ECC errors",),
         confirm="`dmesg | grep -i xid` on the failing host",
+    ),
+    Rule(
+        code="gpu_arch_missing",
+        mechanism=Mechanism.VERSIONS,
+        title="The NCCL or PyTorch build has no kernels for this GPU",
+        severity=Severity.CRITICAL,
+        when="'Cuda failure ... named symbol not found' or 'no kernel image is available for "
+        "execution on the device' inside NCCL, or PyTorch's 'with CUDA capability sm_XX is not "
+        "compatible with the current PyTorch installation'",
+        impact="no collective can launch: NCCL's device code was compiled for other GPU "
+        "architectures (NVCC_GENCODE) than the one it runs on",
+        impact_source="NVIDIA/nccl#1372 (NCCL built for sm_80 only, run on H100); "
+        "pytorch/pytorch#152077 (a cu118 wheel on an sm_120 RTX 5090)",
+        checks=(
+            "`nvidia-smi --query-gpu=compute_cap --format=csv` against the build's "
+            "architectures (`python -c 'import torch; print(torch.cuda.get_arch_list())'`, "
+            "NCCL's NVCC_GENCODE)",
+        ),
+        fixes=(
+            "use a PyTorch wheel / NCCL build whose CUDA version supports this GPU (e.g. cu128 "
+            "for Blackwell), or rebuild NCCL with NVCC_GENCODE for its compute capability",
+        ),
+        confirm="the GPU's compute capability and the build's architecture list",
     ),
     Rule(
         code="collective_mismatch",
