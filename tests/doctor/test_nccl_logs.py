@@ -35,6 +35,7 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "nccl-379-topo-injection-missing-cpu-attrs.log": (None, "topology_file"),
     "awsome-ai-292-ofi-plugin-libfabric-symbol.log": (None, "net_plugin_load"),
     "autocast-381-postfit-barrier-timeout.log": (None, "collective_timeout"),
+    "mace-1348-patience-collective-mismatch.log": (None, "collective_mismatch"),
 }
 
 

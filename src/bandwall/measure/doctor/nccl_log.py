@@ -1164,6 +1164,8 @@ PATTERNS: tuple[Pattern, ...] = (
         _c(r"NET/Socket ?: ?(?:peer \S{1,80} )?message truncated"),
     ),
     Pattern("collective mismatch error", _h_size_mismatch),
+    # PyTorch's own check under TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper)
+    Pattern("Detected mismatch between collectives on ranks", _h_size_mismatch),
     Pattern("posted incorrect receive info", _h_size_mismatch),
     Pattern("Multiple ranks detected using the same GPU", _h_duplicate),
     Pattern("driver version is insufficient", _h_driver),

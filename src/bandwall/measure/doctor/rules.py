@@ -549,7 +549,8 @@ RULES: tuple[Rule, ...] = (
         title="Ranks call collectives with different sizes or settings",
         severity=Severity.CRITICAL,
         when="NET/Socket 'message truncated' or NET/IB 'collective mismatch' / 'posted "
-        "incorrect receive info': a peer sent more than this rank expects",
+        "incorrect receive info': a peer sent more than this rank expects; or PyTorch's "
+        "'Detected mismatch between collectives on ranks' (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
         impact="ncclInvalidUsage: the job aborts (or hangs when the counts differ silently)",
         impact_source="NCCL's own explanation in src/transport/net_socket.cc (2.27+): 'a "
         "mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO)'",
