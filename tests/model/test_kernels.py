@@ -175,7 +175,7 @@ def test_fp8_runs_only_the_linear_layers_in_fp8_and_prices_the_casts() -> None:
     assert float(current.fp8_cast_s) > float(fp8.fp8_cast_s)  # the amax pass
 
 
-def _small_moe() -> Transformer:
+def _small_moe(**extra: object) -> Transformer:
     """64 experts of width 1,024, top-8, on a 4,096-wide 2-layer model."""
     return custom_transformer(
         layers=2,
@@ -186,6 +186,7 @@ def _small_moe() -> Transformer:
         experts=64,
         top_k=8,
         moe_ffn=1024,
+        **extra,
     )
 
 
@@ -205,17 +206,7 @@ def test_expert_efficiency_slows_only_the_routed_expert_path(fp8: str | None) ->
     GEMMs (fprop, dgrad, wgrad) and the token permutes take twice as long, by exactly their
     own time; attention, the shared expert, fp8 casts, FLOPs and kernel counts do not move; a
     dense layer ignores it. Scalar and vector paths agree."""
-    w = custom_transformer(
-        layers=2,
-        hidden=4096,
-        heads=32,
-        vocab=32000,
-        seq_len=4096,
-        experts=64,
-        top_k=8,
-        moe_ffn=1024,
-        shared_experts=1,
-    )
+    w = _small_moe(shared_experts=1)
     r = h100()
     T, ep = 4096.0, 8.0
 

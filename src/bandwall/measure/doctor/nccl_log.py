@@ -642,14 +642,18 @@ def _h_plugin_absent(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
         p.log.plugin_absent.append(s.line)
 
 
+def _once(lines: list[Line], line: Line) -> None:
+    """Keep a line once, however many patterns match it."""
+    if line not in lines:
+        lines.append(line)
+
+
 def _h_arch_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.arch_missing:
-        p.log.arch_missing.append(s.line)
+    _once(p.log.arch_missing, s.line)
 
 
 def _h_topo_file(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.topo_file_errors:
-        p.log.topo_file_errors.append(s.line)
+    _once(p.log.topo_file_errors, s.line)
 
 
 def _h_watchdog_ran(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -849,8 +853,7 @@ def _h_verbs_nomem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_create_cq(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.verbs_nomem:
-        p.log.verbs_nomem.append(s.line)
+    _once(p.log.verbs_nomem, s.line)
 
 
 def _h_hca_mix(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -896,8 +899,7 @@ def _h_p2p_info(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_shm_space(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.shm_space:
-        p.log.shm_space.append(s.line)
+    _once(p.log.shm_space, s.line)
 
 
 def _h_shm_create(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -932,8 +934,7 @@ def _h_system_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_remote(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.remote_errors:
-        p.log.remote_errors.append(s.line)
+    _once(p.log.remote_errors, s.line)
 
 
 def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -949,13 +950,11 @@ def _h_duplicate(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_driver(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.driver_old:
-        p.log.driver_old.append(s.line)
+    _once(p.log.driver_old, s.line)
 
 
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.fabric_not_ready:
-        p.log.fabric_not_ready.append(s.line)
+    _once(p.log.fabric_not_ready, s.line)
 
 
 def _h_nvls(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -999,8 +998,7 @@ def _h_watchdog_work(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_watchdog_other(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if s.line not in p.log.watchdog_other:
-        p.log.watchdog_other.append(s.line)
+    _once(p.log.watchdog_other, s.line)
 
 
 def _h_desync(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
