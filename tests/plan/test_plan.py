@@ -315,3 +315,14 @@ def test_wan_uplink_is_shared_by_concurrent_groups() -> None:
     p = plan(**common)
     assert p.layout["virtual_stages"] == 1  # no interleaving across the WAN by default
     assert p.breakdown["pp"] + p.breakdown["bubble"] > 1.0
+
+
+def test_more_nics_than_gpus_is_said_not_silently_capped() -> None:
+    """16 NICs on an 8-GPU node price as 8 (one per GPU): the plan says so and how to price
+    two NICs per GPU as a bundle (issue 21: the cap was silent)."""
+    p = plan(model="llama3-8b", gpus=64, nics_per_node=16, failures=False)
+    said = [n for n in p.notes if "--nics-per-node 16 is priced as 8" in n]
+    assert said and "× 2 with --bandwidth" in said[0]
+    eight = plan(model="llama3-8b", gpus=64, nics_per_node=8, failures=False)
+    assert p.metrics["step_time_s"] == eight.metrics["step_time_s"]
+    assert not any("priced as" in n for n in eight.notes)

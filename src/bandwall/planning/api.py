@@ -644,6 +644,14 @@ def _notes(
 ) -> list[str]:
     notes = []
     out = cl.scale_out
+    if req.nics_per_node is not None and req.nics_per_node > cl.gpus_per_node:
+        ratio = req.nics_per_node / cl.gpus_per_node
+        notes.append(
+            f"--nics-per-node {req.nics_per_node:g} is priced as {cl.gpus_per_node:g}: the model "
+            "pairs each GPU with one NIC (NCCL's nearest), so NICs beyond one per GPU add "
+            f"nothing here. To price {ratio:g} NICs per GPU as one bundle, give "
+            f"--nics-per-node {cl.gpus_per_node:g} and the NIC rate × {ratio:g} with --bandwidth."
+        )
     if req.bandwidth_Gbps is not None and out is not None:
         kind = "TCP" if out.tcp else "RDMA"
         notes.append(
