@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bandwall.errors import BandwallError
@@ -97,6 +97,8 @@ def sweep_args(draw: st.DrawFn) -> list[str]:
 
 @FUZZ
 @given(args=sweep_args(), budget=st.sampled_from([None, "1", "1k", "²", "nan", "1e999"]))
+# a fresh draw (2026-12-04): a range note printed before the engine refused the request
+@example(args=["--layers", "1:3"], budget=None)
 def test_sweep_grids(
     args: list[str], budget: str | None, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
 ) -> None:

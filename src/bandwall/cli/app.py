@@ -343,8 +343,8 @@ def sweep(
     req = request(base)
     largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
     check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
-    print_notes(notes)
     table = run_sweep(req, axes)
+    print_notes(notes)  # after the engine accepted the request: a refusal prints one line
     if as_csv or output:
         write_table(table, output)
     if output:
@@ -373,8 +373,8 @@ def scale(
     counts = [int(v) for v in expand_values("gpus", gpus, notes)]
     req = request(fields, gpus=counts[0])
     check_scale_work(req, counts, max_points)
-    print_notes(notes)
     plans = scale_plans(req, counts)
+    print_notes(notes)  # after the engine accepted the request: a refusal prints one line
     if emit([p.to_json() for p in plans], as_json, as_csv):
         return
     for table in scale_tables(plans):

@@ -38,8 +38,9 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
     reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
     for req in reqs.values():
         check_scale_work(req, counts * len(keys), None)
-    print_notes(notes)
-    return {key: scale(req, counts) for key, req in reqs.items()}
+    plans = {key: scale(req, counts) for key, req in reqs.items()}
+    print_notes(notes)  # after the engine accepted the requests: a refusal prints one line
+    return plans
 
 
 @with_request_options(skip=("preset",))
