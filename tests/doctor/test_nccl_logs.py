@@ -170,3 +170,52 @@ def test_a_one_rank_communicator_is_one_node() -> None:
     assert parse("nccl-1240-graph-file-azure-ncv4.log").single_node
     codes = {f.code for f in diagnose([str(LOGS / "nccl-1240-graph-file-azure-ncv4.log")]).findings}
     assert "socket_fallback" not in codes
+
+
+def _first_codes(tmp: Path, lines: list[str]) -> list[str]:
+    path = tmp / f"synthetic-{len(list(tmp.iterdir()))}.log"
+    path.write_text("\n".join(lines) + "\n")
+    return [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
+
+
+#: NET/IB's device line and its RoCE QP line in NCCL's own formats (src/transport/net_ib:
+#: 'NET/IB : Using [%d]%s:%d/%s', and 'NET/IB: NCCL Dev %d IbDev %d Port %d qpn %d mtu %d ...
+#: GID %ld (%lX/%lX)', the subnet prefix as a little-endian hex number)
+_ROCE_USING = "a:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eth0:10.0.0.1<0>"
+_ERR12 = (
+    "a:1:9 [0] transport/net_ib.cc:1296 NCCL WARN NET/IB : Got completion from peer "
+    "10.0.0.2<33092> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+)
+
+
+def test_a_link_local_roce_gid_outranks_a_flaky_link(tmp_path: Path) -> None:
+    """Error 12 on RoCE whose QPs were set up on GID fe80:: (printed '80FE'): the GID does not
+    route between nodes, so that, not a flapping link, comes first (NVIDIA/nccl#426, #769)."""
+    qp = (
+        "a:1:9 [0] NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1047 mtu 5 GID 0 "
+        "(80FE/1A8A41FEFF21A75E) fifoRkey=0x15e6c5 fifoLkey=0x15e6c5"
+    )
+    log = parse_nccl_log([_ROCE_USING, qp, _ERR12], "synthetic")
+    assert [(i, ll) for i, ll, _ in log.qp_gids] == [(0, True)]
+    assert _first_codes(tmp_path, [_ROCE_USING, qp, _ERR12])[0] == "roce_gid"
+    # a routable RoCE v2 GID (::ffff:10.0.0.1 has prefix 0): the link stays the likely cause
+    routable = qp.replace("GID 0 (80FE/", "GID 3 (0/")
+    assert parse_nccl_log([routable], "s").qp_gids[0][:2] == (3, False)
+    assert _first_codes(tmp_path, [_ROCE_USING, routable, _ERR12])[0] == "ib_link_error"
+    # on InfiniBand fe80:: is the normal GID (IB routes by LID): no GID finding
+    ib = _ROCE_USING.replace("/RoCE", "/IB")
+    assert "roce_gid" not in _first_codes(tmp_path, [ib, qp, _ERR12])
+
+
+def test_modify_qp_no_such_device_is_the_hca_port(tmp_path: Path) -> None:
+    """ENODEV moving a QP to RTR: the port/GID NCCL picked has no interface up behind it
+    (NCCL's warning 'Call to ibv_modify_qp failed with %d %s, on dev %s:%d, ...')."""
+    lines = [
+        _ROCE_USING,
+        "a:1:9 [0] misc/ibvwrap.cc:376 NCCL WARN Call to ibv_modify_qp failed with 19 No such "
+        "device, on dev mlx5_0:1, curr state INIT, next state RTR, local GID index 3, local GID "
+        "::ffff:10.0.0.1, remote GID ::ffff:10.0.0.2",
+    ]
+    assert [k for k, _ in parse_nccl_log(lines, "s").modify_qp] == ["ENODEV"]
+    codes = _first_codes(tmp_path, lines)
+    assert codes[0] == "ib_hca_select" and "roce_gid" in codes

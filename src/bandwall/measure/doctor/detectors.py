@@ -804,13 +804,17 @@ def _ib_link_error(job: Job) -> list[Hit]:
         ]
     timeouts = _completion_lines(job, {12, 13})
     if timeouts:
+        unrouted = bool(_roce_link_local(job))
         return [
             Hit(
                 "ib_link_error",
                 first(timeouts),
                 "IB work completions failed with status "
                 "12 (transport retry counter exceeded): the peer's NIC stopped acknowledging",
-                LIKELY,
+                POSSIBLE if unrouted else LIKELY,
+                missing="a transfer that succeeded before: the QPs use a link-local RoCE GID"
+                if unrouted
+                else "",
             )
         ]
     flushed = _completion_lines(job, {5, -1})
@@ -890,10 +894,21 @@ def _roce_gid(job: Job) -> list[Hit]:
                 LIKELY,
             )
         ]
+    local = _roce_link_local(job)
+    if local:
+        return [
+            Hit(
+                "roce_gid",
+                first(local),
+                "the QP was addressed with a link-local GID (fe80::): it does not route between "
+                "nodes, the routable RoCE v2 GID carries the interface's IPv4 or global address",
+                LIKELY,
+            )
+        ]
     hw_links = {d.link for log in job.logs for d, _ in log.ib_devices.values()}
     roce_or_unknown = not hw_links or "RoCE" in hw_links
     gid_set, _ = _env(job, "NCCL_IB_GID_INDEX")
-    qp = [ln for k, ln in job.all("modify_qp") if k == "ETIMEDOUT"]
+    qp = [ln for k, ln in job.all("modify_qp") if k in ("ETIMEDOUT", "ENODEV")]
     timeouts = _completion_lines(job, {12})
     if (qp or timeouts) and roce_or_unknown:
         return [
@@ -908,6 +923,24 @@ def _roce_gid(job: Job) -> list[Hit]:
             )
         ]
     return []
+
+
+def _roce_link_local(job: Job) -> list[Line]:
+    """Lines showing a failing RoCE job's QPs on a link-local GID (empty when not so)."""
+    roce = any(d.link == "RoCE" for log in job.logs for d, _ in log.ib_devices.values())
+    failing = job.all("modify_qp") or _completion_lines(job, {12})
+    if not (roce and failing):
+        return []
+    local = [ln for _, ln in job.all("modify_qp") if _link_local_gid(ln.text)]
+    return local + [ln for _, ll, ln in job.all("qp_gids") if ll]
+
+
+def _link_local_gid(text: str) -> bool:
+    """NCCL >= 2.23 prints the QP's GIDs in its ibv_modify_qp warning ('local GID fe80::...,
+    remote GID ...', src/misc/ibvwrap.cc ibvModifyQpLog); fe80::/10 is link-local. On IB that
+    is the normal GID (IB routes by LID), hence the caller's RoCE condition."""
+    m = re.search(r"(?:local|remote) GID (fe[89ab][0-9a-f]:[0-9a-f:]*)", text, re.I)
+    return m is not None
 
 
 @detector("memlock")
@@ -956,6 +989,19 @@ def _ib_hca_select(job: Job) -> list[Hit]:
                     LIKELY,
                 )
             ]
+    nodev = [ln for k, ln in job.all("modify_qp") if k == "ENODEV"]
+    if nodev:
+        return [
+            Hit(
+                "ib_hca_select",
+                first(nodev),
+                "ibv_modify_qp found no network device behind the port and GID NCCL chose "
+                "(ENODEV): that HCA port has no interface that is up and addressed, so another "
+                "HCA (or port) should carry the traffic",
+                LIKELY,
+                missing="`ibv_devinfo` port states and `show_gids` for the HCA in the error",
+            )
+        ]
     hca, hlines = _env(job, "NCCL_IB_HCA")
     missing = _lines(job, "ib_missing")
     if hca and missing and not any(log.ib_devices for log in job.logs):

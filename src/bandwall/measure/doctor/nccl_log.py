@@ -71,6 +71,11 @@ _COMPLETION = re.compile(
     r".{0,200}?vendor[ _]err(?:or)?[ =]?(\d{1,4})?"
 )
 _COMPLETION_SIMPLE = re.compile(r"(?:with error |status=)(?:[A-Z_]{1,40}\()?(\d{1,3})")
+#: 'GID 0 (80FE/...)': NCCL prints the subnet prefix as a little-endian 64-bit hex number, so
+#: fe80::/10 (link-local) reads as ...80FE (src/transport/net_ib connect INFO)
+_QP_GID = re.compile(
+    r"(?:qpn|qp_num) \d{1,10} mtu \d{1,2}.{0,300}? GID (\d{1,3}) \(([0-9A-Fa-f]{1,16})/"
+)
 _MODIFY_QP = re.compile(
     r"ibv_modify_qp failed with (?:error )?(\d{1,4} )?([A-Za-z][A-Za-z ]{2,60})"
 )
@@ -221,6 +226,10 @@ class NcclLog:
     async_events: list[tuple[str, Line]] = field(default_factory=list)
     modify_qp: list[tuple[str, Line]] = field(default_factory=list)
     """(errno name, line) of failed QP state transitions."""
+    qp_gids: list[tuple[int, bool, Line]] = field(default_factory=list)
+    """(GID index, link-local, line) of the QPs NET/IB set up ('... qpn N mtu M ... GID 3
+    (80FE/...)' INFO lines, NCCL >= 2.19, RoCE only from 2.29: the GID's first 64 bits in hex,
+    byte-swapped)."""
     verbs_nomem: list[Line] = field(default_factory=list)
     hca_mix: list[Line] = field(default_factory=list)
     access_violation: list[Line] = field(default_factory=list)
@@ -847,6 +856,13 @@ def _h_modify_qp(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.modify_qp.append((kind, s.line))
 
 
+def _h_qp_gid(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    prefix = int(m.group(2), 16).to_bytes(8, "little")
+    link_local = prefix[0] == 0xFE and prefix[1] & 0xC0 == 0x80
+    p.log.qp_gids.append((int(m.group(1)), link_local, s.line))
+
+
 def _h_verbs_nomem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     if "ibv_" in s.text or "reg_mr" in s.text or "create_cq" in s.text:
         p.log.verbs_nomem.append(s.line)
@@ -1094,6 +1110,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("async", _h_async, _c(r"[Gg]ot async (?:error )?event|async fatal event")),
     Pattern("GID table change", _h_gid_change),
     Pattern("ibv_modify_qp failed", _h_modify_qp, _MODIFY_QP),
+    Pattern("IbDev", _h_qp_gid, _QP_GID),
     Pattern("Cannot allocate memory", _h_verbs_nomem),
     Pattern("ibv_create_cq failed", _h_create_cq),
     Pattern(

@@ -185,8 +185,9 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.IB_VERBS,
         title="NCCL uses the wrong set of HCAs",
         severity=Severity.HIGH,
-        when="NCCL_IB_HCA matches no usable HCA, or NET/IB lists NICs of mixed link layers "
-        "(IB and RoCE, e.g. a management bond) or NCCL refuses to connect/merge them",
+        when="NCCL_IB_HCA matches no usable HCA, NET/IB lists NICs of mixed link layers "
+        "(IB and RoCE, e.g. a management bond) or NCCL refuses to connect/merge them, or "
+        "ibv_modify_qp fails with ENODEV (19): no interface is up behind the chosen port's GID",
         impact="a slow or unusable NIC joins the rings (low bandwidth), or no NIC is used",
         impact_source="stas00/ml-engineering network/debug (mlx5_bond_0 next to 8 IB HCAs); "
         "NCCL warnings in src/transport/net_ib/connect.cc",
@@ -203,9 +204,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.GID_ECN,
         title="RoCE addressing: the GID NCCL uses does not route between the nodes",
         severity=Severity.CRITICAL,
-        when="ibv_modify_qp fails with EINVAL (22), the GID table changes under the job, or "
-        "RoCE completions time out at the first transfer with an unrouted (link-local or "
-        "wrong version) GID",
+        when="ibv_modify_qp fails with EINVAL (22), the GID table changes under the job, a "
+        "failing RoCE job's QPs use a link-local GID (fe80::, printed '80FE' in NET/IB's QP "
+        "lines or in the modify_qp warning), or RoCE completions time out at the first "
+        "transfer with an unrouted (link-local or wrong version) GID",
         impact="QPs never reach each other; the job fails or hangs at the first collective",
         impact_source="NCCL 2.30 hint for EINVAL (src/misc/ibvwrap.cc: 'incorrect GID index'); "
         "NVIDIA/nccl#426 and #769 (GID index 3 fixed it)",
