@@ -219,3 +219,50 @@ def test_modify_qp_no_such_device_is_the_hca_port(tmp_path: Path) -> None:
     assert [k for k, _ in parse_nccl_log(lines, "s").modify_qp] == ["ENODEV"]
     codes = _first_codes(tmp_path, lines)
     assert codes[0] == "ib_hca_select" and "roce_gid" in codes
+
+
+def _nccl_tests_header(pid: int, host: str, ranks: int = 1) -> list[str]:
+    """nccl-tests' own header (src/common.cu: '#  Rank %2d Group %2d Pid %6d on %10s device
+    %2d [%s] %s') and table for `ranks` ranks of one process."""
+    out = [
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    out += [
+        f"#  Rank {r:2d} Group  0 Pid {pid + r:6d} on {host:>10s} device  {r} [0x07] "
+        "NVIDIA A100-SXM4-80GB"
+        for r in range(ranks)
+    ]
+    bus = "0.00" if ranks == 1 else "0.01"
+    return [
+        *out,
+        "#",
+        "#                                                              out-of-place"
+        "                       in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)"
+        "            (us)  (GB/s)  (GB/s)",
+        f"           8             2     float     sum      -1     4.10    0.00    {bus}      0"
+        f"     0.11    0.07    {bus}      0",
+        f"          16             4     float     sum      -1     4.20    0.00    {bus}      0"
+        f"     0.12    0.13    {bus}      0",
+    ]
+
+
+def test_nccl_tests_without_mpi_is_named(tmp_path: Path) -> None:
+    """`mpirun -np 2 all_reduce_perf` built without MPI=1: two processes, each rank 0 of its
+    own one-rank run (a FAQ of NVIDIA/nccl-tests)."""
+    lines = [
+        "mpirun -np 2 -H node01,node02 ./build/all_reduce_perf -b 8 -e 16",
+        *_nccl_tests_header(4100, "node01"),
+        *_nccl_tests_header(5200, "node02"),
+    ]
+    assert _first_codes(tmp_path, lines)[0] == "tests_without_mpi"
+    # one MPI job, and two MPI jobs one after the other (rank 0 has two pids): nothing
+    one = ["mpirun -np 2 ./build/all_reduce_perf", *_nccl_tests_header(4100, "node01", 2)]
+    assert "tests_without_mpi" not in _first_codes(tmp_path, one)
+    two = [*one, *_nccl_tests_header(6100, "node01", 2)]
+    assert "tests_without_mpi" not in _first_codes(tmp_path, two)

@@ -84,6 +84,31 @@ def _duplicate_gpu(job: Job) -> list[Hit]:
     return [Hit("duplicate_gpu", first(lines), reason, CERTAIN)]
 
 
+@detector("tests_without_mpi")
+def _tests_without_mpi(job: Job) -> list[Hit]:
+    solo = [
+        (t, n)
+        for t in job.tests
+        if (n := getattr(getattr(t, "block", None), "meta", {}).get("solo_processes"))
+    ]
+    if not solo:
+        return []
+    n = solo[0][1]
+    lines = [b.line for b, _ in solo if b.line is not None]
+    if not lines:
+        return []
+    return [
+        Hit(
+            "tests_without_mpi",
+            first(lines, 2),
+            f"{n} processes each report itself as rank 0 of its own run and no rank above 0 "
+            "appears: they never formed one communicator",
+            LIKELY,
+            missing="whether one process per GPU was meant (mpirun/srun -n N)",
+        )
+    ]
+
+
 @detector("shm_space")
 def _shm_space(job: Job) -> list[Hit]:
     lines = _lines(job, "shm_space")

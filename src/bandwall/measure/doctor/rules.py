@@ -578,6 +578,28 @@ RULES: tuple[Rule, ...] = (
         fixes=("one GPU per rank: set the device from LOCAL_RANK; do not hard-code a device",),
         confirm="print LOCAL_RANK and torch.cuda.current_device() in every rank",
     ),
+    Rule(
+        code="tests_without_mpi",
+        mechanism=Mechanism.USAGE,
+        title="nccl-tests ran as separate one-rank jobs: the binary was built without MPI",
+        severity=Severity.HIGH,
+        when="several nccl-tests processes each report itself as rank 0 (different pids, no "
+        "rank above 0 anywhere): mpirun/srun started N copies that never joined one "
+        "communicator",
+        impact="nothing crosses a GPU or a node: bus bandwidth is 0 or single-GPU figures, and "
+        "the run says nothing about the fabric",
+        impact_source="nccl-tests README ('MPI=1 ... make'); src/common.cu prints one "
+        "'# Rank N Group G Pid P on HOST device D' line per rank from rank 0 only",
+        checks=(
+            "`ldd build/all_reduce_perf | grep -i mpi`: an MPI build links libmpi",
+            "the mpirun that launches it is the MPI it was built with (MPI_HOME)",
+        ),
+        fixes=(
+            "rebuild: make MPI=1 MPI_HOME=/path/to/mpi CUDA_HOME=... NCCL_HOME=...",
+            "or run one process with all local GPUs: all_reduce_perf -g 8",
+        ),
+        confirm="the header of a correct run lists '# Rank 0 ... Rank N-1' before the table",
+    ),
     # --- timeouts and dead peers --------------------------------------------------------------
     Rule(
         code="collective_timeout",

@@ -198,6 +198,7 @@ def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
     blocks: list[Block] = []
     pending: dict[str, Any] = {"ranks": [], "meta": {}, "binary": None, "from": None}
     current: Block | None = None
+    rank_lines: list[tuple[int, int]] = []  # (rank, pid) of every '# Rank' line
     lines = text.splitlines() if isinstance(text, str) else text
     for number, raw in enumerate(lines, 1):
         line = _PREFIX.sub("", raw).rstrip()
@@ -223,6 +224,7 @@ def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
             current = None
             continue
         if stripped.startswith("#") and (m := _RANK.search(stripped)) is not None:
+            rank_lines.append((int(m.group(1)), int(m.group(2))))
             pending["ranks"].append(
                 {
                     "rank": int(m.group(1)),
@@ -268,6 +270,12 @@ def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
         row = _parse_row(current.columns, stripped, number)
         if row is not None:
             current.rows.append(row)
+    # Without MPI every process is rank 0 of its own one-rank job and prints its own header
+    # (an MPI build prints every rank's line from rank 0 of one communicator, src/common.cu)
+    solo = {pid for rank, pid in rank_lines if rank == 0}
+    if len(solo) > 1 and all(rank == 0 for rank, _ in rank_lines):
+        for b in blocks:
+            b.meta["solo_processes"] = len(solo)
     return [b for b in blocks if b.rows]
 
 
