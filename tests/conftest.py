@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -159,9 +160,13 @@ def bw(*args: str, env: dict[str, str], timeout: float = 300) -> subprocess.Comp
 
 
 def netns_names() -> set[str]:
-    """Every network namespace on the machine (`ip netns list`)."""
+    """The machine's network namespaces (`ip netns list`) but other test runs' labs: those come
+    and go with that run (a second CI or a developer's run on the same machine), so a test
+    comparing before and after sees only this run's labs and what no lab made."""
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+    names = {line.split()[0] for line in out.splitlines() if line.strip()}
+    other_run = re.compile(rf"bw-[a-z]{{1,3}}(?!{RUN_TAG}-)[0-9a-z]{{5}}-")
+    return {n for n in names if not other_run.match(n)}
 
 
 def root_links() -> str:
