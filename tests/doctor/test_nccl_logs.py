@@ -36,6 +36,10 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "awsome-ai-292-ofi-plugin-libfabric-symbol.log": (None, "net_plugin_load"),
     "autocast-381-postfit-barrier-timeout.log": (None, "collective_timeout"),
     "mace-1348-patience-collective-mismatch.log": (None, "collective_mismatch"),
+    # the third fresh set (2026-12-04), scored before these patterns existed
+    "aws-do-eks-50-gloo-loopback-fallback.log": (None, "socket_ifname"),
+    "nccl-tests-287-rtx5090-nccl-2251-too-old.log": (None, "gpu_arch_missing"),
+    "dolly-166-deepspeed-sigkill-host-oom.log": (None, "peer_exited"),
 }
 
 
@@ -266,3 +270,15 @@ def test_nccl_tests_without_mpi_is_named(tmp_path: Path) -> None:
     assert "tests_without_mpi" not in _first_codes(tmp_path, one)
     two = [*one, *_nccl_tests_header(6100, "node01", 2)]
     assert "tests_without_mpi" not in _first_codes(tmp_path, two)
+
+
+def test_one_process_listing_every_rank_is_one_node() -> None:
+    """nccl-tests -g 2 in one process (both ranks under one pid) cannot cross nodes: its
+    NET/Socket line after 'Failed to open libibverbs' is no socket fallback."""
+    log = parse("nccl-tests-287-rtx5090-nccl-2251-too-old.log")
+    assert log.test_ranks == [(0, 4766), (1, 4766)] and log.single_node
+    codes = {
+        f.code
+        for f in diagnose([str(LOGS / "nccl-tests-287-rtx5090-nccl-2251-too-old.log")]).findings
+    }
+    assert "socket_fallback" not in codes

@@ -220,15 +220,15 @@ def _gpu_arch_missing(job: Job) -> list[Hit]:
     lines = _lines(job, "arch_missing")
     if not lines:
         return []
-    return [
-        Hit(
-            "gpu_arch_missing",
-            first(lines),
-            "the build has no device code for this GPU ('named symbol not found' / 'no kernel "
-            "image' / an unsupported compute capability)",
-            CERTAIN,
-        )
-    ]
+    smem = [ln for ln in lines if "maxSharedMem" in ln.text]
+    reason = (
+        "NCCL's kernels ask for more shared memory than this GPU gives a block: the NCCL "
+        "build predates the GPU's architecture"
+        if smem and len(smem) == len(lines)
+        else "the build has no device code for this GPU ('named symbol not found' / 'no kernel "
+        "image' / an unsupported compute capability)"
+    )
+    return [Hit("gpu_arch_missing", first(lines), reason, CERTAIN)]
 
 
 @detector("topology_file")
@@ -624,7 +624,19 @@ def _socket_ifname(job: Job) -> list[Hit]:
     errs = job.all("iface_errors")
     hard = [ln for k, ln in errs if k in ("none", "create", "subnet")]
     family = [ln for k, ln in errs if k == "family"]
+    loopback = [ln for k, ln in errs if k == "loopback"]
     setting = f"NCCL_SOCKET_IFNAME={sorted(ifname)[0]}" if ifname else "NCCL_SOCKET_IFNAME"
+    if loopback and not hard:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(loopback),
+                "Gloo could not resolve the hostname to a local address and bound to loopback "
+                "(127.0.0.1): other hosts cannot reach it; set GLOO_SOCKET_IFNAME (and "
+                "NCCL_SOCKET_IFNAME) to the interface between the nodes",
+                CERTAIN,
+            )
+        )
     if hard:
         hits.append(
             Hit(
@@ -791,6 +803,18 @@ def _collective_timeout(job: Job) -> list[Hit]:
 def _peer_exited(job: Job) -> list[Hit]:
     remote = _lines(job, "remote_errors")
     closed = [ln for k, ln in job.all("socket_errors") if k == "closed"]
+    killed = _lines(job, "killed")
+    if killed:
+        return [
+            Hit(
+                "peer_exited",
+                first(killed + closed + remote, 3),
+                "the launcher reports a rank killed by SIGKILL (-9): nothing in the job sends "
+                "that, the kernel's OOM killer (host memory) or a scheduler's limit does",
+                LIKELY,
+                missing="`dmesg` / `journalctl -k` on that node ('Out of memory: Killed process')",
+            )
+        ]
     if not (remote or closed):
         return []
     if job.all("completions") or job.all("async_events"):

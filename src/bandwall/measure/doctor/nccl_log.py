@@ -100,7 +100,7 @@ _DUPLICATE = re.compile(
     r"Duplicate GPU detected : rank (\d{1,6}) and rank (\d{1,6}) both on CUDA device (\w{1,16})"
 )
 _DEVICE_RANK = re.compile(
-    r"Rank\s{1,8}(\d{1,6})\s{1,8}(?:Group\s{1,8}\d{1,4}\s{1,8})?Pid\s{1,8}\d{1,10}\s{1,8}on\s{1,8}(\S{1,128})\s{1,8}device\s{1,8}\d{1,3}\s{1,8}"
+    r"Rank\s{1,8}(\d{1,6})\s{1,8}(?:Group\s{1,8}\d{1,4}\s{1,8})?Pid\s{1,8}(\d{1,10})\s{1,8}on\s{1,8}(\S{1,128})\s{1,8}device\s{1,8}\d{1,3}\s{1,8}"
     r"\[[^\]]{1,32}\]\s{0,8}(.{1,80})$"
 )
 _TORCH_GPU = re.compile(r"\bGPU \d{1,3}: ((?:NVIDIA|Tesla|Quadro|GeForce) [^(\n]{2,60})")
@@ -248,6 +248,9 @@ class NcclLog:
     store_errors: list[Line] = field(default_factory=list)
     system_errors: list[Line] = field(default_factory=list)
     remote_errors: list[Line] = field(default_factory=list)
+    killed: list[Line] = field(default_factory=list)
+    """A launcher reporting a rank killed by SIGKILL (torchrun 'exitcode: -9', DeepSpeed
+    'exits with return code = -9', 'Signal 9 (SIGKILL) received')."""
     internal_errors: list[Line] = field(default_factory=list)
     duplicate_gpu: list[Line] = field(default_factory=list)
     size_mismatch: list[Line] = field(default_factory=list)
@@ -262,6 +265,8 @@ class NcclLog:
     test_failures: list[tuple[str, Line]] = field(default_factory=list)
     wrong_results: list[Line] = field(default_factory=list)
     device_names: list[tuple[str, Line]] = field(default_factory=list)
+    test_ranks: list[tuple[int, int]] = field(default_factory=list)
+    """(rank, pid) of nccl-tests' '# Rank N Group G Pid P on HOST device D' header lines."""
     table_header: list[Line] = field(default_factory=list)
     table_rows: int = 0
 
@@ -277,6 +282,13 @@ class NcclLog:
             return self.nnodes == 1
         if self.nranks and max(self.nranks) == 1:
             return True  # a one-rank communicator moves nothing between nodes
+        ranks = sorted(r for r, _ in self.test_ranks)
+        if (
+            ranks
+            and len({pid for _, pid in self.test_ranks}) == 1
+            and ranks == [*range(len(ranks))]
+        ):
+            return True  # nccl-tests lists every rank in one process: one node
         return len(self.hosts) == 1 and bool(self.connections) and not self.net_connections
 
     @property
@@ -953,6 +965,10 @@ def _h_remote(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.remote_errors, s.line)
 
 
+def _h_killed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.killed, s.line)
+
+
 def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.internal_errors.append(s.line)
 
@@ -1029,8 +1045,9 @@ def _h_oob(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 def _h_device_rank(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
-    p.log.hosts.add(m.group(2))
-    p.log.device_names.append((m.group(3).strip(), s.line))
+    p.log.hosts.add(m.group(3))
+    p.log.device_names.append((m.group(4).strip(), s.line))
+    p.log.test_ranks.append((int(m.group(1)), int(m.group(2))))
 
 
 def _h_gpu_name(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1148,6 +1165,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("neither AF_INET", _h_iface("family")),
     Pattern("Socket creation failed", _h_iface("create")),
     Pattern("in the same subnet", _h_iface("subnet")),
+    # PyTorch's ProcessGroupGloo when the hostname resolves to no local address
+    Pattern("Unable to resolve hostname to a (local) address", _h_iface("loopback")),
     Pattern("Connection refused", _h_socket("refused")),
     Pattern(
         "timed out",
@@ -1171,6 +1190,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("ncclSystemError", _h_system_error),
     Pattern("remote process exited", _h_remote),
     Pattern("ncclRemoteError", _h_remote),
+    Pattern("-9", _h_killed, _c(r"(?:exitcode|return code)\s{0,3}[:=]\s{0,3}-9\b")),
+    Pattern("SIGKILL", _h_killed, _c(r"Signal 9 \(SIGKILL\) received")),
     Pattern("internal error", _h_internal),
     Pattern("Duplicate GPU detected", _h_duplicate, _DUPLICATE),
     Pattern(
@@ -1194,6 +1215,9 @@ PATTERNS: tuple[Pattern, ...] = (
         "before timing out", _h_watchdog_ran, _c(r"^\s*ran for (\d{1,15}) milliseconds before")
     ),
     Pattern("named symbol not found", _h_arch_missing),
+    # the NCCL build predates the GPU: its kernels want more shared memory than the GPU has
+    # (src/enqueue.cc; 'ncclMaxSharedMem N exceeds device/fn maxSharedMem M' in 2.2x INFO)
+    Pattern("exceeds device/fn maxSharedMem", _h_arch_missing),
     Pattern("no kernel image is available", _h_arch_missing),
     Pattern("is not compatible with the current PyTorch", _h_arch_missing),
     Pattern(

@@ -439,8 +439,9 @@ RULES: tuple[Rule, ...] = (
         title="NCCL picks a socket interface that does not reach the other hosts",
         severity=Severity.CRITICAL,
         when="'no socket interface found', NCCL_SOCKET_IFNAME matching nothing, a garbage "
-        "address family, 'No route to host', or bootstrap on loopback/bridges/IPoIB "
-        "across hosts",
+        "address family, 'No route to host', bootstrap on loopback/bridges/IPoIB "
+        "across hosts, or Gloo binding to loopback ('Unable to resolve hostname to a (local) "
+        "address')",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
         "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000",
@@ -528,8 +529,9 @@ RULES: tuple[Rule, ...] = (
         title="The NCCL or PyTorch build has no kernels for this GPU",
         severity=Severity.CRITICAL,
         when="'Cuda failure ... named symbol not found' or 'no kernel image is available for "
-        "execution on the device' inside NCCL, or PyTorch's 'with CUDA capability sm_XX is not "
-        "compatible with the current PyTorch installation'",
+        "execution on the device' inside NCCL, PyTorch's 'with CUDA capability sm_XX is not "
+        "compatible with the current PyTorch installation', or NCCL's '... exceeds device/fn "
+        "maxSharedMem' (a build older than the GPU, e.g. NCCL 2.25 on sm_120)",
         impact="no collective can launch: NCCL's device code was compiled for other GPU "
         "architectures (NVCC_GENCODE) than the one it runs on",
         impact_source="NVIDIA/nccl#1372 (NCCL built for sm_80 only, run on H100); "
@@ -627,7 +629,9 @@ RULES: tuple[Rule, ...] = (
         title="A peer process died; the others lost their connections to it",
         severity=Severity.CRITICAL,
         when="ncclRemoteError, 'Connection closed by remote peer', 'Broken pipe', 'Connection "
-        "reset by peer' on NCCL sockets, with no network error of NCCL's own",
+        "reset by peer' on NCCL sockets, with no network error of NCCL's own; or a launcher "
+        "reporting a rank killed by SIGKILL (torchrun 'exitcode: -9', DeepSpeed 'return code = "
+        "-9'): the kernel's OOM killer or a scheduler limit",
         impact="every rank fails; the first error is on the rank that died",
         impact_source="NVIDIA/nccl#795 (a seg fault on a remote rank)",
         checks=("the dead rank's log and `dmesg` (OOM killer, segfault, Xid)",),
