@@ -40,6 +40,7 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "aws-do-eks-50-gloo-loopback-fallback.log": (None, "socket_ifname"),
     "nccl-tests-287-rtx5090-nccl-2251-too-old.log": (None, "gpu_arch_missing"),
     "dolly-166-deepspeed-sigkill-host-oom.log": (None, "peer_exited"),
+    "nccl-778-dmabuf-unsupported.log": (None, "dmabuf_failed"),
 }
 
 

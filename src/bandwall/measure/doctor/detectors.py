@@ -1069,6 +1069,23 @@ def _ib_hca_select(job: Job) -> list[Hit]:
 # --- GPUDirect RDMA -----------------------------------------------------------------------------
 
 
+@detector("dmabuf_failed")
+def _dmabuf_failed(job: Job) -> list[Hit]:
+    lines = _lines(job, "dmabuf_failed")
+    if not lines:
+        return []
+    why = re.search(r"failed with (?:error )?(?:\d{1,4} )?([A-Za-z][A-Za-z ]{2,40})", lines[0].text)
+    return [
+        Hit(
+            "dmabuf_failed",
+            first(lines),
+            "registering GPU memory with the NIC through DMA-BUF failed"
+            + (f" ({why.group(1).strip()})" if why else ""),
+            CERTAIN,
+        )
+    ]
+
+
 @detector("gdr_acs")
 def _gdr_acs(job: Job) -> list[Hit]:
     prot = _completion_lines(job, {4})

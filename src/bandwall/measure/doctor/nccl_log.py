@@ -208,6 +208,7 @@ class NcclLog:
     """(distance, level, line): distance None when no reason was printed."""
     gdr_enabled: list[Line] = field(default_factory=list)
     dmabuf: list[Line] = field(default_factory=list)
+    dmabuf_failed: list[Line] = field(default_factory=list)
     ring_gdr: list[tuple[int, Line]] = field(default_factory=list)
     connections: list[Connection] = field(default_factory=list)
     coll_channels: list[tuple[int, Line]] = field(default_factory=list)
@@ -736,6 +737,10 @@ def _h_dmabuf(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.dmabuf.append(s.line)
 
 
+def _h_dmabuf_failed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.dmabuf_failed, s.line)
+
+
 def _h_ring_gdr(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
     p.log.ring_gdr.append((int(m.group(2)), s.line))
@@ -1109,6 +1114,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("GPU Direct RDMA", _h_gdr, _GDR),
     Pattern("GPU Direct RDMA (nvidia-peermem)", _h_gdr_peermem),
     Pattern("DMA-BUF is available", _h_dmabuf),
+    Pattern("ibv_reg_dmabuf_mr failed", _h_dmabuf_failed),
     Pattern("use ring PXN", _h_ring_gdr, _RINGS_GDR),
     Pattern(" via ", _h_connection, _CONN),
     Pattern("coll channels", _h_channels, _CHANNELS),

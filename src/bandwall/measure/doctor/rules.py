@@ -246,6 +246,35 @@ RULES: tuple[Rule, ...] = (
         "and the 'via NET/...' connection lines",
     ),
     Rule(
+        code="dmabuf_failed",
+        mechanism=Mechanism.GDR,
+        title="GPU memory cannot be registered with the NIC through DMA-BUF",
+        severity=Severity.CRITICAL,
+        when="'Call to ibv_reg_dmabuf_mr failed' (e.g. 'Operation not supported'): NCCL's probe "
+        "found DMA-BUF in the verbs library, but registering GPU memory through it fails",
+        impact="NCCL cannot register its GPU buffers for RDMA: the communicator fails at the "
+        "first inter-node connection",
+        impact_source="NCCL src/misc/ibvwrap.cc wrap_ibv_reg_dmabuf_mr and src/transport/net_ib "
+        "(DMA-BUF is tried before nvidia-peermem when NCCL_DMABUF_ENABLE=1, the default); "
+        "NVIDIA/nccl#778",
+        checks=(
+            "kernel >= 5.12 and the GPU driver's DMA-BUF export: the open GPU kernel modules "
+            "(`modinfo nvidia | grep license` says Dual MIT/GPL) on a recent driver",
+            "the NIC driver: MLNX_OFED / rdma-core recent enough for DMA-BUF (NVIDIA/nccl#778: "
+            "an older IB driver)",
+            "`lsmod | grep nvidia_peermem`: the fallback NCCL uses without DMA-BUF",
+        ),
+        fixes=(
+            "NCCL_DMABUF_ENABLE=0 to register through nvidia-peermem (load it: modprobe "
+            "nvidia-peermem)",
+            "or move to the open GPU kernel modules / a driver, kernel and rdma-core that "
+            "support DMA-BUF for GPU memory; later NCCL versions fall back to peermem by "
+            "themselves",
+        ),
+        confirm="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET: 'DMA-BUF is available' and the "
+        "'via NET/IB/0/GDRDMA' lines after the change",
+    ),
+    Rule(
         code="gdr_acs",
         mechanism=Mechanism.GDR,
         title="GPUDirect RDMA transfers are blocked on the PCIe path (ACS or IOMMU)",
