@@ -12,14 +12,17 @@ evaluation) and the five fit rows of Korthikanti et al. 2022 Table 5 (the three 
 (pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS 16-bit fit runs),
 FP8_GEMM_IN_STEP_EFFICIENCY, MOE_EXPERT_IN_STEP_EFFICIENCY (each bisected so the median
 signed log error of its group is zero, alternated)
-and the residual quantiles of model/calibration.py. Held-out rows are priced and reported,
-never used.
+and the residual quantiles of model/calibration.py, which come from a 5-fold
+cross-validation inside the fit set (each fit run priced with constants fitted without its
+fold), not from the in-sample residuals the constants were chosen to shrink. Held-out rows
+are priced and reported, never used.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import importlib
 import math
 import re
@@ -112,19 +115,23 @@ def arch_of(gpu: str) -> str:
     return load_catalog().gpu_perf(gpu).arch
 
 
-def fitted_archs(fit_rows: list[dict[str, str]]) -> list[str]:
+def fitted_archs(
+    fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
+) -> list[str]:
     """Architectures with at least MIN_ARCH_RUNS dense 16-bit fit runs (Korthikanti's A100
     included): each gets its own in-step efficiency, fitted on those runs."""
     gpus = [
         r.gpu
         for r in all_results(fit_rows)
-        if r.split == "fit" and r.precision != "fp8" and not r.moe
+        if r.split == "fit" and r.id not in exclude and r.precision != "fp8" and not r.moe
     ]
     counts = collections.Counter(arch_of(g) for g in gpus)
     return sorted(a for a, n in counts.items() if n >= calibration.MIN_ARCH_RUNS)
 
 
-def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
+def fit_constants(
+    fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """The constants on the fit set, each so that the median signed log error of its group is
     zero (no bias where it was fitted): the 16-bit runs of each architecture with enough of them
     set its IN_STEP_EFFICIENCY_BY_ARCH entry, all 16-bit runs priced with one constant the
@@ -132,8 +139,8 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
     FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
     MOE_EXPERT_IN_STEP_EFFICIENCY; dense runs set the first three and MoE runs only the
     last, so a MoE-specific loss is not spread over dense predictions; repeated until nothing
-    moves."""
-    archs = fitted_archs(fit_rows)
+    moves. Runs in `exclude` are priced but set nothing (cross-validation's left-out fold)."""
+    archs = fitted_archs(fit_rows, exclude)
     values: dict[str, Any] = {k: float(getattr(calibration, k)) for k in CONSTANTS}
     values[BY_ARCH] = {a: float(calibration.in_step_efficiency(a)) for a in archs}
 
@@ -143,7 +150,8 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
         def residual(x: float) -> float:
             res = with_constants(set_x(x), lambda: all_results(fit_rows))
             # a higher efficiency predicts faster steps: the residual rises with x
-            return -median_log_residual([r for r in res if r.split == "fit" and keep(r)])
+            used = [r for r in res if r.split == "fit" and r.id not in exclude and keep(r)]
+            return -median_log_residual(used)
 
         return residual
 
@@ -188,6 +196,32 @@ def fit_constants(fit_rows: list[dict[str, str]]) -> dict[str, Any]:
         if values == before:
             break
     return values
+
+
+#: Folds of the cross-validation behind the residual table: sha256("cv:" + run id) % FOLDS.
+FOLDS = 5
+
+
+def fold_of(run_id: str) -> int:
+    return int(hashlib.sha256(f"cv:{run_id}".encode()).hexdigest(), 16) % FOLDS
+
+
+def cross_validated(fit_rows: list[dict[str, str]]) -> list[RunResult]:
+    """Every fit run priced with constants fitted without its fold: residuals as a run the
+    constants never saw would show them. In-sample residuals are narrower than out-of-sample
+    ones (the constants were chosen to shrink them), so ranges drawn from them under-cover
+    unseen runs; these set the residual table instead."""
+    ids = [r.id for r in all_results(fit_rows) if r.split == "fit"]
+    out: list[RunResult] = []
+    for k in range(FOLDS):
+        left_out = frozenset(i for i in ids if fold_of(i) == k)
+        if not left_out:
+            continue
+        values = fit_constants(fit_rows, exclude=left_out)
+        priced = with_constants(values, lambda: all_results(fit_rows))
+        out += [r for r in priced if r.id in left_out]
+        print(f"fold {k}: {len(left_out)} runs left out, constants {values}", file=sys.stderr)
+    return out
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -278,14 +312,15 @@ def main(argv: list[str] | None = None) -> int:
             f"mean {s['mean_abs_error']:6.1%}  bias {s['bias']:+6.1%}  "
             f"within 10% {s['within_10pct']:4.0%}"
         )
-    table = residual_table(fit)
-    print("residuals (fit):", table)
+    out_of_fold = cross_validated(fit_rows)
+    table = residual_table(out_of_fold)
+    print(f"residuals (fit runs, {FOLDS}-fold cross-validated):", table)
     if args.write:
         write_table(table, {k: getattr(calibration, k) for k in (*CONSTANTS, BY_ARCH)})
         importlib.reload(calibration)
         print(f"wrote {CALIBRATION_PY}")
     if table == calibration.STEP_RESIDUALS:
-        parts = (("fit", fit), ("held out", held))
+        parts = (("fit, out of fold", out_of_fold), ("fit", fit), ("held out", held))
         covered = [f"{n} {coverage(part):.0%}" for n, part in parts if part]
         print(f"p10-p90 coverage (80% expected): {', '.join(covered)}")
     else:
