@@ -834,6 +834,11 @@ def _peer_exited(job: Job) -> list[Hit]:
 # --- IB / RoCE verbs ----------------------------------------------------------------------------
 
 
+def _modify_qp(job: Job, *errnos: str) -> list[Line]:
+    """The failed ibv_modify_qp lines whose errno is one of `errnos` ('EINVAL', ...)."""
+    return [ln for k, ln in job.all("modify_qp") if k in errnos]
+
+
 def _completion_lines(job: Job, statuses: set[int]) -> list[Line]:
     return [ln for st, _, ln in job.all("completions") if st in statuses]
 
@@ -893,7 +898,7 @@ def _ib_link_error(job: Job) -> list[Hit]:
 
 @detector("ib_qp_unreachable")
 def _ib_qp_unreachable(job: Job) -> list[Hit]:
-    qp = [ln for k, ln in job.all("modify_qp") if k in ("ETIMEDOUT", "ENETUNREACH")]
+    qp = _modify_qp(job, "ETIMEDOUT", "ENETUNREACH")
     if qp:
         return [
             Hit(
@@ -933,7 +938,7 @@ def _roce_gid(job: Job) -> list[Hit]:
                 CERTAIN,
             )
         ]
-    einval = [ln for k, ln in job.all("modify_qp") if k == "EINVAL"]
+    einval = _modify_qp(job, "EINVAL")
     if einval:
         return [
             Hit(
@@ -957,7 +962,7 @@ def _roce_gid(job: Job) -> list[Hit]:
     hw_links = {d.link for log in job.logs for d, _ in log.ib_devices.values()}
     roce_or_unknown = not hw_links or "RoCE" in hw_links
     gid_set, _ = _env(job, "NCCL_IB_GID_INDEX")
-    qp = [ln for k, ln in job.all("modify_qp") if k in ("ETIMEDOUT", "ENODEV")]
+    qp = _modify_qp(job, "ETIMEDOUT", "ENODEV")
     timeouts = _completion_lines(job, {12})
     if (qp or timeouts) and roce_or_unknown:
         return [
@@ -1038,7 +1043,7 @@ def _ib_hca_select(job: Job) -> list[Hit]:
                     LIKELY,
                 )
             ]
-    nodev = [ln for k, ln in job.all("modify_qp") if k == "ENODEV"]
+    nodev = _modify_qp(job, "ENODEV")
     if nodev:
         return [
             Hit(
