@@ -93,11 +93,13 @@ class Cluster:
         communicates at the same time. Likewise the s groups interleaved with it (at most one
         per GPU of a site) cross the site's WAN uplink at the same time and share it.
         """
-        one = type(stride) in (int, float) or (type(stride) is np.ndarray and stride.size == 1)
-        if not one:
+        if type(stride) in (int, float, np.float64):
+            key = (float(stride), 0)
+        elif type(stride) is np.ndarray and stride.size == 1:
+            key = (float(stride.item()), stride.ndim)
+        else:
             return self._group_topology(stride)
         # one plan asks for the same few groups a dozen times: build each once per cluster
-        key = (float(np.asarray(stride).item()), np.ndim(stride))
         cache: dict[tuple[float, int], Topology] = self.__dict__.setdefault("_groups", {})
         topo = cache.get(key)
         if topo is None:

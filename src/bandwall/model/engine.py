@@ -31,8 +31,8 @@ from bandwall.model import (
 )
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
-from bandwall.model.collectives import Algo, Op, collective_time_s
-from bandwall.model.layout import LayoutArrays, Recompute, Rule, check_layouts
+from bandwall.model.collectives import Algo, Op, collective_time_s, fast
+from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Recompute, Rule, check_layouts
 from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
 from bandwall.model.vocab import Stack
 from bandwall.workloads import Transformer, Workload
@@ -78,8 +78,19 @@ def topk_ratio(compression: str) -> float | None:
 
 def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> Any:
     """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
-    t = collective_time_s(op, Algo.AUTO, size, ranks, cl.group_topology(stride))
-    return np.where(np.asarray(size) > 0, t, 0.0)
+    topo = cl.group_topology(stride)
+    if type(size) in _NUMBERS and type(ranks) in _NUMBERS and fast.topology_ndim(topo) == 0:
+        # one layout: no call costs nothing; else the compiled table's price when there is one
+        if not size > 0 or ranks <= 1:
+            return np.float64(0.0)
+        one = fast.scalar_time_s(op, Algo.AUTO, float(size), float(ranks), topo, None)
+        if one is not None:
+            return np.float64(one)
+    t = collective_time_s(op, Algo.AUTO, size, ranks, topo)
+    return np.where(size > 0, t, 0.0)
+
+
+_NUMBERS = (float, np.float64)
 
 
 # --- the derived sizes ------------------------------------------------------------------------
@@ -245,6 +256,14 @@ def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims
     )
 
 
+def _largest(values: list[Any]) -> Any:
+    """Index of the largest of `values` per layout (they broadcast together; np.choose
+    takes the index and broadcasts its choices itself)."""
+    if np.broadcast(*values).shape == ():
+        return np.argmax(values)  # one layout: no broadcast_arrays (microseconds each)
+    return np.argmax(np.broadcast_arrays(*values), axis=0)
+
+
 # --- memory -----------------------------------------------------------------------------------
 
 
@@ -350,10 +369,10 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
     totals = [k + t for k, t in zip(kept, peak, strict=True)]
     totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
-    fullest = np.argmax(np.broadcast_arrays(*totals), axis=0)
+    fullest = _largest(totals)
     over = memory.ALLOCATOR_OVERHEAD
-    acts = over * np.choose(fullest, np.broadcast_arrays(*kept))
-    transient = over * (np.choose(fullest, np.broadcast_arrays(*peak)) + fsdp)
+    acts = over * np.choose(fullest, kept)
+    transient = over * (np.choose(fullest, peak) + fsdp)
     return MemoryTerms(weights, grads, optimizer, acts, transient, capacity, share)
 
 
@@ -398,6 +417,25 @@ def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
 
 
 def _gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
+    """The kernel model's rates: built once per cluster and the few options they read (held
+    on the cluster, as its group topologies are; the fitted constant is in the key)."""
+    key = (
+        opt.gemm_efficiency,
+        _launch_mode(opt),
+        opt.stack,
+        opt.attention_kernel,
+        calibration.FP8_GEMM_IN_STEP_EFFICIENCY,
+    )
+    cache: dict[tuple[Any, ...], compute.GpuRates] = cl.__dict__.setdefault("_rates", {})
+    rates = cache.get(key)
+    if rates is None:
+        if len(cache) >= 64:
+            cache.clear()
+        rates = cache[key] = _build_gpu_rates(cl, opt)
+    return rates
+
+
+def _build_gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
     rates = compute.gpu_rates(
         cl.perf,
         cl.gpu,
@@ -584,8 +622,8 @@ def _transformer_stage(
     ]
     totals = [sum(parts[:4]) for parts in ranks]
     totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
-    slowest = np.argmax(np.broadcast_arrays(*totals), axis=0)
-    parts = [np.choose(slowest, np.broadcast_arrays(*(r[i] for r in ranks))) for i in range(5)]
+    slowest = _largest(totals)
+    parts = [np.choose(slowest, [r[i] for r in ranks]) for i in range(5)]
     return StageTerms(parts[0], parts[1], parts[2], parts[3], optimizer_s, parts[4])
 
 
@@ -673,17 +711,26 @@ def _ddp_s(
         reduce_s = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
         gather_s = np.zeros_like(reduce_s)
     else:
-        ar = bucketed(Op.ALL_REDUCE, dense_b, d.dp_cp, d.tp) + bucketed(
-            Op.ALL_REDUCE, expert_b, d.dp_expert, d.ep * d.etp
-        )
-        rs = bucketed(Op.REDUCE_SCATTER, dense_b, d.dp_cp, d.tp) + bucketed(
-            Op.REDUCE_SCATTER, expert_b, d.dp_expert, d.ep * d.etp
-        )
         w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
-        ag = bucketed(Op.ALL_GATHER, d.dense_local_params * w_b, d.dp_cp, d.tp) + bucketed(
-            Op.ALL_GATHER, d.expert_local_params * w_b, d.dp_expert, d.ep * d.etp
-        )
-        reduce_s, gather_s = np.where(sharded, rs, ar), np.where(sharded, ag, 0.0)
+
+        def both(op: Op, dense: Any, expert: Any) -> Any:  # dense and routed-expert groups
+            return bucketed(op, dense, d.dp_cp, d.tp) + bucketed(
+                op, expert, d.dp_expert, d.ep * d.etp
+            )
+
+        def gathered() -> Any:
+            return both(Op.ALL_GATHER, d.dense_local_params * w_b, d.expert_local_params * w_b)
+
+        # price only what the layouts run (one plan's layout runs one of the two)
+        if sharded.all():
+            reduce_s, gather_s = both(Op.REDUCE_SCATTER, dense_b, expert_b), gathered()
+        elif not sharded.any():
+            reduce_s = both(Op.ALL_REDUCE, dense_b, expert_b)
+            gather_s = np.zeros_like(reduce_s)
+        else:
+            ar = both(Op.ALL_REDUCE, dense_b, expert_b)
+            rs = both(Op.REDUCE_SCATTER, dense_b, expert_b)
+            reduce_s, gather_s = np.where(sharded, rs, ar), np.where(sharded, gathered(), 0.0)
     exposed = data_parallel.zero12_exposed_s(
         reduce_s,
         gather_s,
@@ -779,14 +826,22 @@ def _data_parallel(
         grad_reduce=opt.overlap_grad_reduce,
         param_gather=opt.overlap_param_gather,
     )
-    ddp_s, ddp_hidden, ddp_bytes = _ddp_s(w, cl, d, opt, stage, flags)
-    fsdp_s, fsdp_hidden, fsdp_bytes = _fsdp_s(cl, d, opt, stage, flags)
     fsdp = d.zero >= 3
-    inner_s = np.where(fsdp, fsdp_s, ddp_s)
+    # (exposed s, hidden s, bytes sent), priced only for what the layouts run (one plan's
+    # layout runs one of the two)
+    if fsdp.all():
+        inner_s, hidden, sent = _fsdp_s(cl, d, opt, stage, flags)
+    elif not fsdp.any():
+        inner_s, hidden, sent = _ddp_s(w, cl, d, opt, stage, flags)
+    else:
+        inner_s, hidden, sent = (
+            np.where(fsdp, f, b)
+            for f, b in zip(
+                _fsdp_s(cl, d, opt, stage, flags), _ddp_s(w, cl, d, opt, stage, flags), strict=True
+            )
+        )
     outer_s, outer_bytes = _outer_s(cl, d, opt, stage, inner_s)
-    sent = np.where(fsdp, fsdp_bytes, ddp_bytes) + outer_bytes
-    hidden = np.where(fsdp, fsdp_hidden, ddp_hidden)
-    return DataParallelTerms(inner_s + outer_s, outer_s, sent, hidden)
+    return DataParallelTerms(inner_s + outer_s, outer_s, sent + outer_bytes, hidden)
 
 
 # --- the step ---------------------------------------------------------------------------------
@@ -971,6 +1026,9 @@ def _energy(w: Workload, cl: Cluster, d: Dims, step: StepTerms, run: RunTerms) -
 
 def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Metrics:
     """Price one training step, the whole run, its failures and its cost for every layout."""
+    shape = np.broadcast(*(getattr(lay, a) for a in LAYOUT_AXES)).shape
+    if math.prod(shape) == 1:
+        lay = LayoutArrays(*(np.asarray(getattr(lay, a)).reshape(())[()] for a in LAYOUT_AXES))
     with np.errstate(all="ignore"):
         d = _dims(w, cl, lay, opt)
         mem = _memory(w, cl, d, opt)
@@ -980,7 +1038,7 @@ def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> M
         step = _step(w, cl, d, stage, pipe, dpt, opt)
         run = _run(w, cl, d, opt, step)
         used = _energy(w, cl, d, step, run)
-        return _metrics(cl, d, mem, pipe, dpt, step, run, used)
+        return _metrics(cl, d, mem, pipe, dpt, step, run, used, shape)
 
 
 def _metrics(
@@ -992,6 +1050,7 @@ def _metrics(
     step: StepTerms,
     run: RunTerms,
     used: dict[str, Any],
+    shape: tuple[int, ...],
 ) -> Metrics:
     """Every term group's fields under the names `Metrics` (and the JSON/CSV) use."""
     s = step.step_s
@@ -1071,14 +1130,38 @@ def _metrics(
         "cost_usd_p10": run.gpu_cost_usd * low + run.egress_usd,
         "cost_usd_p90": run.gpu_cost_usd * high + run.egress_usd,
     }
-    shape = np.shape(s)
+    shape = np.broadcast_shapes(np.shape(s), shape)
+    if math.prod(shape) == 1:
+        return _one_layout(values, shape)
     return Metrics(**{k: _shaped(v, shape) for k, v in values.items()})
+
+
+def _one_layout(values: dict[str, Any], shape: tuple[int, ...]) -> Metrics:
+    """`_shaped` for one layout: the float64 metrics are the rows of one read-only block (one
+    array instead of ~70, each ~1 µs to build)."""
+    floats = [
+        k
+        for k, v in values.items()
+        if type(v) in (float, np.float64) or (type(v) is np.ndarray and v.dtype == np.float64)
+    ]
+    block = np.array(
+        [v.item() if type(v) is np.ndarray else v for v in map(values.__getitem__, floats)],
+        dtype=np.float64,
+    ).reshape((len(floats), *shape))
+    block.flags.writeable = False
+    fields = dict(zip(floats, block, strict=True))
+    others = {k: _shaped(v, shape) for k, v in values.items() if k not in fields}
+    return Metrics(**fields, **others)
 
 
 def _shaped(v: Any, shape: tuple[int, ...]) -> Any:
     """`v` broadcast to `shape` (read-only; an array already of that shape is not copied)."""
     if type(v) is np.ndarray and v.shape == shape:
         v = v.view()
-        v.flags.writeable = False
-        return v
-    return np.broadcast_to(np.asarray(v), shape)
+    else:
+        v = np.asarray(v)
+        if v.size != 1 or math.prod(shape) != 1:
+            return np.broadcast_to(v, shape)
+        v = v.reshape(shape)  # one layout: a view, without broadcast_to's microseconds
+    v.flags.writeable = False
+    return v

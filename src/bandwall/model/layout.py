@@ -55,10 +55,14 @@ class LayoutArrays:
 
     def floats(self, *others: Any) -> tuple[npt.NDArray[np.float64], ...]:
         """All axes (and `others`) broadcast together as float arrays."""
-        return tuple(
+        arrays = [
             np.asarray(a, dtype=np.float64)
-            for a in np.broadcast_arrays(*(getattr(self, k) for k in LAYOUT_AXES), *others)
-        )
+            for a in (*(getattr(self, k) for k in LAYOUT_AXES), *others)
+        ]
+        shape = np.broadcast(*arrays).shape
+        if shape == ():
+            return tuple(a[()] for a in arrays)
+        return tuple(a if a.shape == shape else np.broadcast_to(a, shape) for a in arrays)
 
 
 class Rule(IntEnum):
@@ -144,6 +148,11 @@ def check_layouts(
             (np.mod(np.floor(dp), workers) != 0) | (workers > np.maximum(np.floor(dp), 1)),
         ),
     ]
+    if np.broadcast(*(b for _, b in checks)).shape == ():
+        # one layout: the first broken rule in one pass (np.where per rule costs microseconds)
+        flags = np.array([b for _, b in checks])
+        first = int(flags.argmax())
+        return np.full((), int(checks[first][0]) if flags[first] else 0, dtype=np.int64)
     out = np.zeros(tp.shape, dtype=np.int64)
     for rule, broken in reversed(checks):
         out = np.where(broken, int(rule), out)

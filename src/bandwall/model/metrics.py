@@ -242,11 +242,11 @@ class Metrics:
     def row(self, i: int) -> dict[str, Any]:
         """One layout's metrics as plain Python numbers (whole counts as int)."""
         out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = np.asarray(getattr(self, f.name)).reshape(-1)[i].item()
-            if f.name in COUNT_FIELDS and isinstance(value, float) and value.is_integer():
+        for name in _FIELD_NAMES:
+            value = np.asarray(getattr(self, name)).item(i)  # flat index, as reshape(-1)[i]
+            if name in COUNT_FIELDS and isinstance(value, float) and value.is_integer():
                 value = int(value)
-            out[f.name] = value
+            out[name] = value
         return out
 
     def take(self, index: Any) -> Metrics:
@@ -260,3 +260,6 @@ class Metrics:
 
     def __len__(self) -> int:
         return int(np.size(self.step_time_s))
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(Metrics))

@@ -233,7 +233,10 @@ def _layout_grid(
     )
     values = [np.asarray(candidates(a, w, req, gpn), dtype=np.int64) for a in searched]
     gpus = None if "gpus" in axes else req.gpus
-    rows = _prefilter(values, searched, w, req, gpus) if values else ()
+    if math.prod(len(v) for v in values) == 1:  # one candidate (or none): kept either way
+        rows: tuple[np.ndarray, ...] = tuple(np.zeros(1, dtype=np.intp) for _ in values)
+    else:
+        rows = _prefilter(values, searched, w, req, gpus)
     columns = [vals[idx] for vals, idx in zip(values, rows, strict=True)]
     n_rows = len(columns[0]) if columns else 1
     names = list(axes)
@@ -309,10 +312,14 @@ def evaluate_points(
         m = evaluate(w, cl, part_lay, opts)
         shape = ((stop - start) if names else 1, *sizes[1:], n_cand)
         if n_cand == 1:  # nothing searched: every grid point is its own row
-            feasible_count += int(np.sum(np.broadcast_to(m.valid & m.fits, shape)))
-            parts.append(
-                Metrics(**{name: _flat(getattr(m, name), shape) for name in _METRIC_NAMES})
-            )
+            ok = m.valid & m.fits
+            if np.size(ok) == math.prod(shape):  # every point already
+                feasible_count += int(np.count_nonzero(ok))
+            else:
+                feasible_count += int(np.sum(np.broadcast_to(ok, shape)))
+            if np.shape(m.step_time_s) != (math.prod(shape),):  # every field has this shape
+                m = Metrics(**{name: _flat(getattr(m, name), shape) for name in _METRIC_NAMES})
+            parts.append(m)
             continue
         feasible = np.broadcast_to(m.valid & m.fits, shape)
         # time per sample, as layouts may round the default batch differently; layouts that

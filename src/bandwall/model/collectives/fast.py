@@ -64,7 +64,7 @@ def one_value(size: Any, ranks: Any) -> tuple[float, float, int] | None:
     ndim = 0
     for v in (size, ranks):
         t = type(v)
-        if t is float or t is int:
+        if t is float or t is int or t is np.float64:
             values.append(float(v))
         elif t is np.ndarray and v.size == 1 and v.ndim <= 1:
             values.append(float(v.item()))
@@ -107,6 +107,21 @@ def _plain(v: Any) -> Any:
     raise _NotPlainError
 
 
+class _Hashed(tuple):  # type: ignore[type-arg]
+    """A key tuple that hashes once: a topology's fields (its links' nested) are ~60 values,
+    and every call looks its table up by them."""
+
+    _hash: int
+
+    def __new__(cls, items: Any) -> _Hashed:
+        self = super().__new__(cls, items)
+        self._hash = tuple.__hash__(self)
+        return self
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 def _fields_key(
     memo: OrderedDict[int, Any], obj: Any, getter: Callable[[Any], tuple[Any, ...]]
 ) -> tuple[Any, ...] | None:
@@ -116,7 +131,7 @@ def _fields_key(
     if hit is not None and hit[0] is obj:
         return hit[1]  # type: ignore[no-any-return]
     try:
-        key: tuple[Any, ...] | None = tuple(map(_plain, getter(obj)))
+        key: tuple[Any, ...] | None = _Hashed(map(_plain, getter(obj)))
     except _NotPlainError:
         key = None
     memo[id(obj)] = (obj, key)
@@ -250,15 +265,18 @@ def scalar_time_s(
         return None
     if ranks <= 1:
         return 0.0
-    tuner_best = tuned = untuned = math.inf
+    tuner_best = untuned = math.inf
+    picked = None  # the tuned option NCCL's tuner picks: only its price is needed
     pos = _pos(size)
     overhead = float(table[0])
     for row in table[1:]:
-        price = _price(row, size, pos)
         if row[0]:
             guess = _tuner(row, size)
             if guess < tuner_best:
-                tuner_best, tuned = guess, price
-        elif price < untuned:
-            untuned = price
+                tuner_best, picked = guess, row
+        else:
+            price = _price(row, size, pos)
+            if price < untuned:
+                untuned = price
+    tuned = math.inf if picked is None else _price(picked, size, pos)
     return min(tuned, untuned) + overhead

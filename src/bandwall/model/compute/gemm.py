@@ -70,7 +70,7 @@ def gemm_compute_s(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: 
     """Tensor-core time of `count` m×n×k GEMMs run as one (grouped) kernel, best tile.
     `fp8` may be an array (one flag per GEMM) so a whole layer's GEMMs price in one call."""
     columns = [np.asarray(x, dtype=np.float64) for x in (m, n, k, count, fp8)]
-    shape = np.broadcast_shapes(*(x.shape for x in columns))
+    shape = np.broadcast(*columns).shape  # (np.broadcast_shapes costs microseconds)
     size = math.prod(shape)
     if size > DEDUPE_ABOVE:
         # a layout search repeats few shapes many times: price each distinct shape once

@@ -319,9 +319,11 @@ def transformer_layer(
         *(_num(x) for x in (shape.micro_batch, shape.tokens, shape.tp, shape.cp, shape.ep))
     )
     opts = (moe_layer, sequence_parallel, flash_attention, fp8, expert_efficiency)
-    cols = [np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)]
-    grid = np.broadcast_shapes(*(x.shape for x in cols))
+    grid = np.broadcast(s.micro_batch, s.tokens, s.tp, s.cp, s.ep).shape
     if math.prod(grid) > DISTINCT_ABOVE:
+        cols = [
+            np.asarray(x, dtype=np.float64) for x in (s.micro_batch, s.tokens, s.tp, s.cp, s.ep)
+        ]
         # a layout search repeats few per-GPU shapes over many layouts: price each once
         found = distinct_broadcast(cols, grid, share=0.75, decline=0.75, sample=4096)
         if found is not None:

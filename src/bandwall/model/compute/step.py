@@ -62,9 +62,11 @@ def lm_head(
     this TP rank, and the vocab-parallel cross-entropy over tokens × vocab/tp logits."""
     h, v = float(w.hidden), float(w.vocab)
     shards = np.asarray(tp, dtype=np.float64)
-    fwd = gemm_time_s(tokens, v / shards, h, rates)
-    dgrad = gemm_time_s(tokens, h, v / shards, rates)
-    wgrad = gemm_time_s(h, v / shards, tokens, rates, out_bytes=WGRAD_OUT_BYTES)
+    vs = v / shards
+    # fprop, dgrad and wgrad priced in one vectorised call, stacked on a leading axis
+    m, n, k = (_stacked(*x) for x in ((tokens, tokens, h), (vs, h, vs), (h, vs, tokens)))
+    out_bytes = np.array([2.0, 2.0, WGRAD_OUT_BYTES]).reshape((3,) + (1,) * (m.ndim - 1))
+    fwd, dgrad, wgrad = gemm_time_s(m, n, k, rates, out_bytes=out_bytes)
     kind = "fused" if fused_loss else "unfused"
     logits = tokens * v / shards
     loss = (
@@ -72,6 +74,14 @@ def lm_head(
         + CROSS_ENTROPY_KERNELS[kind] * rates.kernel_gpu_s
     )
     return LmHeadCost(fwd, dgrad, wgrad, loss, 3.0 + CROSS_ENTROPY_KERNELS[kind])
+
+
+def _stacked(*values: Any) -> Any:
+    """`values` broadcast together and stacked on a new leading axis (float64)."""
+    shape = np.broadcast(*values).shape
+    if not shape:
+        return np.array(values, dtype=np.float64)
+    return np.stack([np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for x in values])
 
 
 def embedding_s(w: Transformer, tokens: Any, tp: Any, rates: GpuRates) -> Any:
