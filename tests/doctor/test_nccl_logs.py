@@ -41,6 +41,8 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "nccl-tests-287-rtx5090-nccl-2251-too-old.log": (None, "gpu_arch_missing"),
     "dolly-166-deepspeed-sigkill-host-oom.log": (None, "peer_exited"),
     "nccl-778-dmabuf-unsupported.log": (None, "dmabuf_failed"),
+    "pytorch-129749-fabricmanager-driver-mismatch.log": (None, "nvswitch_fabric"),
+    "nccl-573-wsl2-pci-sysfs-missing.log": ("Socket", "pci_sysfs"),
 }
 
 

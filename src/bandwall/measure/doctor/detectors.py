@@ -243,6 +243,22 @@ def _topology_file(job: Job) -> list[Hit]:
     return [Hit("topology_file", first(lines + files, 3), reason, CERTAIN if files else LIKELY)]
 
 
+@detector("pci_sysfs")
+def _pci_sysfs(job: Job) -> list[Hit]:
+    lines = _lines(job, "pci_sysfs")
+    if not lines:
+        return []
+    return [
+        Hit(
+            "pci_sysfs",
+            first(lines),
+            "NCCL could not resolve a device's PCI path under /sys: topology detection has no "
+            "PCI tree to read (WSL2, or a sandbox that hides /sys)",
+            CERTAIN,
+        )
+    ]
+
+
 @detector("net_plugin_load")
 def _net_plugin_load(job: Job) -> list[Hit]:
     lines = _lines(job, "plugin_load_failed")
@@ -279,6 +295,18 @@ def _collective_mismatch(job: Job) -> list[Hit]:
 
 @detector("nvswitch_fabric")
 def _nvswitch_fabric(job: Job) -> list[Hit]:
+    down = _lines(job, "fm_down")
+    if down:
+        return [
+            Hit(
+                "nvswitch_fabric",
+                first(_lines(job, "fm_service")[:1] + down),
+                "Fabric Manager is not running (its service failed, or it refuses a driver of "
+                "another version): the NVSwitches are not configured, so NVLink between the "
+                "GPUs does not work",
+                CERTAIN,
+            )
+        ]
     ready = _lines(job, "fabric_not_ready")
     if ready:
         return [

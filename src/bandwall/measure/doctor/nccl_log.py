@@ -257,6 +257,12 @@ class NcclLog:
     size_mismatch: list[Line] = field(default_factory=list)
     driver_old: list[Line] = field(default_factory=list)
     fabric_not_ready: list[Line] = field(default_factory=list)
+    fm_service: list[Line] = field(default_factory=list)
+    """`systemctl status nvidia-fabricmanager` headers, for the 'Active:' line after them."""
+    fm_down: list[Line] = field(default_factory=list)
+    """Fabric Manager not running: its unit failed/inactive, or its driver-version mismatch."""
+    pci_sysfs: list[Line] = field(default_factory=list)
+    """NCCL could not resolve a GPU/NIC's PCI path under /sys (topology detection)."""
     nvls_errors: list[Line] = field(default_factory=list)
     timeouts: list[Timeout] = field(default_factory=list)
     watchdog_work: list[tuple[int | None, int, int, int, Line]] = field(default_factory=list)
@@ -994,6 +1000,23 @@ def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.fabric_not_ready, s.line)
 
 
+def _h_fm_unit(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.fm_service, s.line)
+
+
+def _h_fm_active(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if p.log.fm_service:
+        _once(p.log.fm_down, s.line)
+
+
+def _h_fm_down(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.fm_down, s.line)
+
+
+def _h_pci_sysfs(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.pci_sysfs, s.line)
+
+
 def _h_nvls(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.nvls_errors.append(s.line)
 
@@ -1214,6 +1237,17 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("CUDA Driver version found is", _h_driver),
     Pattern("system not yet initialized", _h_fabric),
     Pattern("cudaErrorSystemNotReady", _h_fabric),
+    # `systemctl status nvidia-fabricmanager` and Fabric Manager's own refusal to start
+    Pattern("nvidia-fabricmanager.service", _h_fm_unit),
+    Pattern("Active:", _h_fm_active, _c(r"Active: (?:failed|inactive)")),
+    Pattern("don't match with driver version", _h_fm_down),
+    # topology detection could not resolve a PCI path in sysfs (src/os/linux.cc, graph/xml.cc;
+    # the IB device variant in net_ib/init.cc names /sys/class/infiniband and is left out)
+    Pattern(
+        "Could not find real path of",
+        _h_pci_sysfs,
+        _c(r"Could not find real path of /sys/(?:class/pci_bus|bus/pci|devices)"),
+    ),
     Pattern("Failed to bind NVLink SHARP", _h_nvls),
     Pattern("Watchdog caught collective operation timeout", _h_watchdog, _WATCHDOG),
     Pattern("WorkNCCL(", _h_watchdog_cont, _c(r"^\s*WorkNCCL\(")),

@@ -385,11 +385,34 @@ RULES: tuple[Rule, ...] = (
         "and XML lines",
     ),
     Rule(
+        code="pci_sysfs",
+        mechanism=Mechanism.TOPOLOGY,
+        title="NCCL cannot read the PCI topology from /sys (WSL2, a VM or container without it)",
+        severity=Severity.CRITICAL,
+        when="'Could not find real path of /sys/class/pci_bus/...' (or /sys/bus/pci, "
+        "/sys/devices): topology detection cannot place a GPU or NIC on the PCI tree",
+        impact="the communicator fails at init (the -> 2 chain after graph/xml.cc, topo.cc)",
+        impact_source="NVIDIA/nccl#573 (WSL2 without the GPU's PCI path in /sys; sjeaugey: NCCL "
+        "must be able to access that path); NCCL src/os/linux.cc and graph/xml.cc",
+        checks=(
+            "`ls -l /sys/class/pci_bus/` and `lspci` where the job runs (empty under WSL2 and "
+            "some sandboxes)",
+            "containers: /sys mounted read-only from the host (Docker's default), not masked",
+        ),
+        fixes=(
+            "run where /sys shows the PCI tree (native Linux or a VM with PCI passthrough)",
+            "or give NCCL the topology with NCCL_TOPO_FILE (an XML of this machine)",
+        ),
+        confirm="NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH: the path NCCL could not resolve",
+    ),
+    Rule(
         code="nvswitch_fabric",
         mechanism=Mechanism.NVLS,
         title="The NVSwitch fabric is not ready (Fabric Manager)",
         severity=Severity.CRITICAL,
-        when="CUDA 'system not yet initialized' (802), NVLS multicast failing in "
+        when="CUDA 'system not yet initialized' (802), the nvidia-fabricmanager unit failed or "
+        "inactive, or Fabric Manager refusing a driver of another version, NVLS multicast "
+        "failing in "
         "transport/nvls.cc ('invalid argument', 'Failed to bind NVLink SHARP')",
         impact="no CUDA context or no NVLS buffers: every job on the node fails at init",
         impact_source="NVIDIA/nccl#976 and #1488 (FM restarted without a GPU reset); "
