@@ -58,7 +58,7 @@ def _model_gap(job: Job) -> list[Hit]:
         best = c.changes[0] if c.changes else None
         reason = (
             f"measured {step:,.3g} s per step, the model {predicted:,.3g} s; {term} would have "
-            f"to be {c.gap_factor:.2g} × the model's to explain it (the smallest change of any "
+            f"to be {c.gap_factor:.3g} × the model's to explain it (the smallest change of any "
             f"term); likely {WHY.get(c.gap_term, 'a term the model underprices')}"
             + (
                 f". The model's best change: {best['flags']} -> {best['model_step_s']:,.3g} s "

@@ -425,7 +425,7 @@ def render(c: Comparison) -> list[str]:
         if c.gap_s >= 0:
             lines += _wrap(
                 f"where the gap is: {term}: {c.gap_s:,.3g} s of the {step:,.3g} s step is not "
-                f"in the model; {term} would have to be {c.gap_factor:.2g} × the model's "
+                f"in the model; {term} would have to be {c.gap_factor:.3g} × the model's "
                 f"{model_term:,.3g} s to hold it (the smallest change of any term). "
                 f"Likely: {_why(c.gap_term)}."
             )
