@@ -136,6 +136,44 @@ def _driver_too_old(job: Job) -> list[Hit]:
     ]
 
 
+@detector("driver_unusable")
+def _driver_unusable(job: Job) -> list[Hit]:
+    lines = _lines(job, "driver_unusable")
+    if not lines:
+        return []
+    text = " ".join(ln.text for ln in lines)
+    reason = (
+        "NVML's user-space library does not match the loaded kernel module (a driver "
+        "upgrade without a reboot, or driver libraries inside the image)"
+        if "Driver/library version mismatch" in text
+        else "no GPU driver is usable where the job runs (libcuda/NVML not found)"
+    )
+    return [Hit("driver_unusable", first(lines), reason, CERTAIN)]
+
+
+@detector("port_in_use")
+def _port_in_use(job: Job) -> list[Hit]:
+    lines = _lines(job, "port_in_use")
+    if not lines:
+        return []
+    port = re.search(r"(?:\]|\d):(\d{2,5})\b", " ".join(ln.text for ln in lines))
+    fatal = any(
+        re.search(r"failed to listen on any|Error|RuntimeError|^E\b|\[E ", ln.text) for ln in lines
+    )
+    return [
+        Hit(
+            "port_in_use",
+            first(lines, 2),
+            "the rendezvous could not bind its port"
+            + (f" {port.group(1)}" if port else "")
+            + ": another process already listens on it",
+            CERTAIN if fatal else POSSIBLE,
+            severity=None if fatal else "low",
+            missing="" if fatal else "whether the job then failed (the error after this line)",
+        )
+    ]
+
+
 @detector("mixed_versions")
 def _mixed_versions(job: Job) -> list[Hit]:
     versions: dict[str, list[Line]] = {}
@@ -149,6 +187,17 @@ def _mixed_versions(job: Job) -> list[Hit]:
         )
         lines = [ls[0] for ls in versions.values()]
         return [Hit("mixed_versions", lines, f"the job's lines show NCCL {desc}", CERTAIN)]
+    symbol = _lines(job, "nccl_symbol_missing")
+    if symbol:
+        return [
+            Hit(
+                "mixed_versions",
+                first(symbol),
+                "the process loaded a libnccl older than the one its framework was built "
+                "against (an NCCL function it calls is missing): two NCCL installs",
+                CERTAIN,
+            )
+        ]
     family = [ln for k, ln in job.all("iface_errors") if k == "family"]
     wrongtype = [ln for k, ln in job.all("socket_errors") if k == "wrongtype"]
     if family or wrongtype:
@@ -262,6 +311,18 @@ def _pci_sysfs(job: Job) -> list[Hit]:
 @detector("net_plugin_load")
 def _net_plugin_load(job: Job) -> list[Hit]:
     lines = _lines(job, "plugin_load_failed")
+    wanted = job.all("net_not_found")
+    if wanted and not lines:
+        absent = _lines(job, "plugin_absent")
+        return [
+            Hit(
+                "net_plugin_load",
+                first([ln for _, ln in wanted] + absent, 3),
+                f"NCCL_NET asks for the network '{wanted[0][0]}', which no loaded plugin "
+                "provides: the plugin was not found (its name or path) or did not load",
+                CERTAIN,
+            )
+        ]
     if not lines:
         return []
     return [
@@ -570,6 +631,18 @@ def _socket_transport(job: Job) -> list[Hit]:
 
 @detector("uneven_nodes")
 def _uneven_nodes(job: Job) -> list[Hit]:
+    counts_seen = job.all("net_count_mismatch")
+    if counts_seen:
+        lo, hi, _ = counts_seen[0]
+        return [
+            Hit(
+                "uneven_nodes",
+                first([ln for *_, ln in counts_seen], 2),
+                f"NCCL found nodes with different numbers of network devices (from {lo} to "
+                f"{hi}) and refuses to mix them",
+                CERTAIN,
+            )
+        ]
     hosts = job.hosts()
     with_nics = {h: v for h, v in hosts.items() if v.nics}
     if len(with_nics) < 2:
@@ -974,6 +1047,19 @@ def _roce_gid(job: Job) -> list[Hit]:
                 first(einval),
                 "ibv_modify_qp rejected the address (EINVAL): NCCL's own hint is a wrong GID index",
                 LIKELY,
+            )
+        ]
+    query = _lines(job, "gid_query_failed")
+    if query:
+        return [
+            Hit(
+                "roce_gid",
+                first(query),
+                "NET/IB could not read the RoCE GID type from sysfs (gid_attrs under "
+                "/sys/class/infiniband), as in containers that do not expose it: NCCL cannot "
+                "choose a RoCE v2 GID",
+                LIKELY,
+                missing="whether NCCL_IB_GID_INDEX is set, and `show_gids` inside the container",
             )
         ]
     local = _roce_link_local(job)
@@ -1470,6 +1556,8 @@ def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
                 continue
             if hits and any(k in ln.text for k in explained_msgs):
                 continue
+            if "Failed to open libibverbs" in ln.text:
+                continue  # harmless alone (NVIDIA/nccl#259); socket_fallback judges it
             rest.append(ln)
     if not rest:
         return []

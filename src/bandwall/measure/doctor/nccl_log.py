@@ -86,7 +86,9 @@ _PLUGIN_LOAD_FAILED = re.compile(
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:(\d{1,4}) )?'([^']{1,200})'?")
 _TEST_FAILURE = re.compile(r"Test (NCCL|CUDA) failure [\w./]{1,64}:\d{1,6} '([^']{1,300})")
 #: The message, or its first line where a paste or an older PyTorch wraps it before WorkNCCL(
-_WATCHDOG = re.compile(r"Watchdog caught collective operation timeout:(?: WorkNCCL\(|\s*$)")
+_WATCHDOG = re.compile(
+    r"Watchdog caught collective operation timeout(?::(?: WorkNCCL\(|\s*$)|\s*$)"
+)
 _WD_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
 _WD_SEQ = re.compile(r"SeqNum=(\d{1,12})")
 _WD_OP = re.compile(r"OpType=(\w{1,40})")
@@ -194,6 +196,12 @@ class NcclLog:
     topo_file_errors: list[Line] = field(default_factory=list)
     """NCCL could not use an injected topology or graph XML (NCCL_TOPO_FILE/GRAPH_FILE)."""
     ofi_errors: list[Line] = field(default_factory=list)
+    net_not_found: list[tuple[str, Line]] = field(default_factory=list)
+    """(network, line): NCCL_NET names a network no loaded plugin provides (init.cc/net.cc)."""
+    gid_query_failed: list[Line] = field(default_factory=list)
+    """NET/IB could not read a RoCE GID's type from sysfs (ncclIbRoceGetVersionNum)."""
+    nccl_symbol_missing: list[Line] = field(default_factory=list)
+    """'undefined symbol: nccl...': the loaded libnccl is older than what linked against it."""
     ib_devices: dict[str, tuple[IbDevice, Line]] = field(default_factory=dict)
     ib_using: list[Line] = field(default_factory=list)
     ib_by_line: list[tuple[dict[str, str], Line]] = field(default_factory=list)
@@ -256,6 +264,12 @@ class NcclLog:
     duplicate_gpu: list[Line] = field(default_factory=list)
     size_mismatch: list[Line] = field(default_factory=list)
     driver_old: list[Line] = field(default_factory=list)
+    driver_unusable: list[Line] = field(default_factory=list)
+    """No usable driver: NVML's 'Driver/library version mismatch', no libcuda, no driver."""
+    port_in_use: list[Line] = field(default_factory=list)
+    """The rendezvous could not listen: its port is taken ('Address already in use')."""
+    net_count_mismatch: list[tuple[int, int, Line]] = field(default_factory=list)
+    """(min, max, line): NCCL's 'Detected mixed local Net device counts across ranks'."""
     fabric_not_ready: list[Line] = field(default_factory=list)
     fm_service: list[Line] = field(default_factory=list)
     """`systemctl status nvidia-fabricmanager` headers, for the 'Active:' line after them."""
@@ -712,6 +726,19 @@ def _h_ofi_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.ofi_errors.append(s.line)
 
 
+def _h_net_not_found(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.net_not_found.append((m.group(1).strip(), s.line))
+
+
+def _h_gid_query(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.gid_query_failed, s.line)
+
+
+def _h_nccl_symbol(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.nccl_symbol_missing, s.line)
+
+
 def _h_verbs_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.verbs_missing.append(s.line)
 
@@ -996,6 +1023,42 @@ def _h_driver(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.driver_old, s.line)
 
 
+def _h_driver_unusable(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.driver_unusable, s.line)
+
+
+def _h_port_in_use(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.port_in_use, s.line)
+
+
+def _h_net_count(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.net_count_mismatch.append((int(m.group(1)), int(m.group(2)), s.line))
+
+
+def _nccl_version(code: int) -> str:
+    """NCCL_VERSION_CODE as text: major*10000+minor*100+patch from 2.9, major*1000+... before
+    (src/nccl.h.in)."""
+    if code >= 10000:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def _h_version_mismatch(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """'Mismatched NCCL version detected : rank A version X rank B version Y' (init.cc, 2.2x):
+    NCCL's own comparison of the ranks' versions."""
+    assert m is not None
+    for code in (m.group(1), m.group(2)):
+        p.log.versions.setdefault(_nccl_version(int(code)), []).append(s.line)
+
+
+def _h_torch_cuda(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """PyTorch's 'CUDA error: <message>' (c10/cuda), the CUDA failure without NCCL's WARN."""
+    assert m is not None
+    if not any(ln is s.line for *_, ln in p.log.cuda_failures):
+        p.log.cuda_failures.append((None, m.group(1).strip(), "", s.line))
+
+
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.fabric_not_ready, s.line)
 
@@ -1130,6 +1193,17 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("eligible providers", _h_ofi_error),
     Pattern("open a fabric provider", _h_ofi_error),
     Pattern("requires at least libfabric", _h_ofi_error),
+    # aws-ofi-nccl cannot register GPU buffers with the provider (register_mr_buffers)
+    Pattern("NET/OFI Unable to register memory", _h_ofi_error),
+    Pattern(
+        "not found",
+        _h_net_not_found,
+        _c(r"Error: network (.{1,60}?) not found"),
+    ),
+    # RoCE: the GID type is read from /sys/class/infiniband/<dev>/ports/<p>/gid_attrs
+    # (net_ib/connect.cc), unreadable in some containers
+    Pattern("ncclIbRoceGetVersionNum", _h_gid_query),
+    Pattern("undefined symbol: nccl", _h_nccl_symbol),
     Pattern("libibverbs", _h_verbs_missing, _c(r"Failed to open libibverbs")),
     Pattern("userspace device-specific driver", _h_verbs_provider),
     Pattern("Unable to open device", _h_ib_open),
@@ -1175,6 +1249,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("peer access is not supported", _h_p2p_error),
     Pattern("failed to open CUDA IPC handle", _h_p2p_error),
     Pattern("failed to peer with device", _h_p2p_error),
+    Pattern("failed to get CUDA IPC handle", _h_p2p_error),
     Pattern("cudaIpcGetMemHandle failed", _h_p2p_error),
     Pattern("P2P is disabled between NVLINK", _h_p2p_nvlink),
     Pattern("P2P is disabled between connected GPUs", _h_p2p_info),
@@ -1186,8 +1261,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("failed to extend /dev/shm", _h_shm_space),
     Pattern("posix_fallocate failed", _h_shm_space),
     Pattern("shm_open failed", _h_shm_space),
+    Pattern("Could not map /dev/shm", _h_shm_space),
     Pattern("Unable to allocate shared memory", _h_shm_space),
     Pattern("no socket interface found", _h_iface("none")),
+    # bootstrap's own interface choice (NCCL >= 2.23, bootstrap.cc)
+    Pattern("verify NCCL_OOB_NET_IFNAME", _h_iface("none")),
     Pattern("No usable listening interface", _h_iface("none")),
     Pattern("no interface found", _h_iface("none"), _c(r"NET/Socket ?: ?no interface found")),
     Pattern("no NCCL_SOCKET_IFNAME interface found", _h_iface("none")),
@@ -1209,11 +1287,23 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Network is unreachable", _h_socket("noroute"), _c(r"[Ss]ocket|[Cc]onnect to")),
     Pattern("Software caused connection abort", _h_socket("abort")),
     Pattern("Connection closed by remote peer", _h_socket("closed")),
+    # Gloo's tcp pair (third_party/gloo/gloo/transport/tcp/pair.cc)
+    Pattern("Connection closed by peer", _h_socket("closed")),
+    # NCCL's connect retries exhausted (misc/socket.cc, 2.19+): refused and timed-out connects
+    Pattern(
+        "exceeded retries", _h_socket("refused"), _c(r"socket\w{0,20}Connect: exceeded retries")
+    ),
+    Pattern(
+        "exceeded timeouts", _h_socket("timeout"), _c(r"socket\w{0,20}Connect: exceeded timeouts")
+    ),
     Pattern("Connection reset by peer", _h_socket("closed")),
     Pattern("Broken pipe", _h_socket("closed")),
     Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
     Pattern("client socket has timed out", _h_store),
     Pattern("DistStoreError", _h_store),
+    # ProcessGroupNCCL fetching the unique id from the store (pytorch >= 2.3)
+    Pattern("store->get(", _h_store, _c(r"via c10d key-value store by key .{1,80} got error")),
+    Pattern("store based barrier", _h_store, _c(r"Timed out initializing process group in store")),
     Pattern("waiting for clients", _h_store),
     Pattern("unhandled system error", _h_system_error),
     Pattern("ncclSystemError", _h_system_error),
@@ -1229,12 +1319,49 @@ PATTERNS: tuple[Pattern, ...] = (
         _c(r"NET/Socket ?: ?(?:peer \S{1,80} )?message truncated"),
     ),
     Pattern("collective mismatch error", _h_size_mismatch),
+    # NCCL's own check of the collective sequence (init.cc, 2.12-2.17)
+    Pattern("Mismatched collective detected", _h_size_mismatch),
+    Pattern("may be caused by a collective mismatch", _h_size_mismatch),
     # PyTorch's own check under TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper)
     Pattern("Detected mismatch between collectives on ranks", _h_size_mismatch),
     Pattern("posted incorrect receive info", _h_size_mismatch),
     Pattern("Multiple ranks detected using the same GPU", _h_duplicate),
+    # the same check in NCCL 2.2x (init.cc) and NVLS's (transport/nvls.cc)
+    Pattern("Multiple Ranks are using the same GPU", _h_duplicate),
+    Pattern("multiple ranks using the same NVML device", _h_duplicate),
+    Pattern(
+        "Mismatched NCCL version",
+        _h_version_mismatch,
+        _c(
+            r"Mismatched NCCL version detected ?: ?rank \d{1,6} version (\d{3,6}) rank \d{1,6} "
+            r"version (\d{3,6})"
+        ),
+    ),
+    Pattern(
+        "device counts across ranks",
+        _h_net_count,
+        _c(
+            r"Detected mixed local (?:Coll)?Net device counts across ranks \(min (\d{1,4}), "
+            r"max (\d{1,4})\)"
+        ),
+    ),
     Pattern("driver version is insufficient", _h_driver),
     Pattern("CUDA Driver version found is", _h_driver),
+    # NCCL's CUDA loader when the driver predates an entry point it needs (misc/cudawrap.cc)
+    Pattern("Failed to load CUDA missing symbol", _h_driver),
+    Pattern("some PFN functions not found", _h_driver),
+    Pattern("NVIDIA driver on your system is too old", _h_driver),
+    # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
+    # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
+    Pattern("Driver/library version mismatch", _h_driver_unusable),
+    Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
+    Pattern("Failed to find CUDA library", _h_driver_unusable),
+    # the rendezvous (c10d TCPStore, Gloo, NCCL's bootstrap) cannot bind its port
+    Pattern("Address already in use", _h_port_in_use),
+    Pattern("errno: 98", _h_port_in_use),
+    Pattern(
+        "CUDA error: ", _h_torch_cuda, _c(r"CUDA error: ([^\n]{1,200}?)(?:\s*$|\.? ?CUDA kernel)")
+    ),
     Pattern("system not yet initialized", _h_fabric),
     Pattern("cudaErrorSystemNotReady", _h_fabric),
     # `systemctl status nvidia-fabricmanager` and Fabric Manager's own refusal to start
@@ -1265,6 +1392,13 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern(" of node ", _h_topo_file, _c(r"Attribute \w{1,40} of node \w{1,40} not found")),
     Pattern("Could not open XML topology file", _h_topo_file),
+    # a topology or graph XML NCCL was given (NCCL_TOPO_FILE, NCCL_GRAPH_FILE, a cloud's
+    # virtualTopology.xml) that it cannot open or parse (graph/xml.cc)
+    Pattern(
+        "XML",
+        _h_topo_file,
+        _c(r"Could not open XML graph file|XML (?:Graph|Topology) has wrong version|XML Parse"),
+    ),
     Pattern("NCCL work: ", _h_watchdog_work, _WD_WORK),
     Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),
     Pattern("NCCL communicator was aborted", _h_watchdog_other),
@@ -1272,6 +1406,12 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("watchdog got stuck", _h_watchdog_other),
     Pattern("watchdog thread terminated with exception", _h_watchdog_other),
     Pattern("join collective", _h_desync, _c(r"didn'?t join collective")),
+    # PyTorch's monitored barrier naming the ranks that never arrived (ProcessGroupGloo)
+    Pattern(
+        "monitoredBarrier",
+        _h_desync,
+        _c(r"failed to pass monitoredBarrier|waiting for send/recv from rank"),
+    ),
     Pattern("Out of bounds values", _h_oob, _OOB),
     Pattern("Pid", _h_device_rank, _DEVICE_RANK),
     Pattern("GPU ", _h_gpu_name, _TORCH_GPU),

@@ -31,6 +31,14 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     ) or [first.rstrip()]
 
 
+def _short(name: str, most: int = 32) -> str:
+    """A file name cut in the middle, so that a quote keeps room for the line it quotes."""
+    if len(name) <= most:
+        return name
+    half = (most - 3) // 2
+    return name[:half] + "..." + name[-(most - 3 - half) :]
+
+
 def _quote(prefix: str, text: str, width: int, max_lines: int = 3) -> list[str]:
     """A quoted line, folded at `width` (continuation lines indented), at most `max_lines`;
     what is cut is marked with '...'. Each piece is a substring of the input line."""
@@ -58,7 +66,9 @@ def _finding(i: int, f: Finding, width: int) -> list[str]:
     if f.impact:
         out += _wrap(f"impact: {f.impact} ({f.impact_source})", width, "   ", "           ")
     for ln in f.evidence[:3]:
-        out += _quote(f"   > {ln.source.rsplit('/', 1)[-1]}:{ln.number}: ", ln.quote(), width)
+        out += _quote(
+            f"   > {_short(ln.source.rsplit('/', 1)[-1])}:{ln.number}: ", ln.quote(), width
+        )
     if f.partial:
         out += _wrap(f"note: {f.partial}", width, "   ", "         ")
     if f.check:

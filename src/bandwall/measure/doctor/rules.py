@@ -204,7 +204,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.GID_ECN,
         title="RoCE addressing: the GID NCCL uses does not route between the nodes",
         severity=Severity.CRITICAL,
-        when="ibv_modify_qp fails with EINVAL (22), the GID table changes under the job, a "
+        when="ibv_modify_qp fails with EINVAL (22), NET/IB cannot read a GID's RoCE type "
+        "from sysfs (ncclIbRoceGetVersionNum), the GID table changes under the job, a "
         "failing RoCE job's QPs use a link-local GID (fe80::, printed '80FE' in NET/IB's QP "
         "lines or in the modify_qp warning), or RoCE completions time out at the first "
         "transfer with an unrouted (link-local or wrong version) GID",
@@ -434,7 +435,9 @@ RULES: tuple[Rule, ...] = (
         title="The cloud network plugin finds no usable fabric (EFA / libfabric)",
         severity=Severity.CRITICAL,
         when="aws-ofi-nccl finds no provider: 'Couldn't find any optimal provider', "
-        "'fi_getinfo() call failed: No data available', 'No eligible providers'",
+        "'fi_getinfo() call failed: No data available', 'No eligible providers'; or it "
+        "cannot register GPU memory with the provider ('NET/OFI Unable to register memory', "
+        "a libfabric too old for the NCCL)",
         impact="NCCL cannot use EFA: the job fails, or falls back to TCP sockets",
         impact_source="aws/aws-ofi-nccl#1020 (/dev/infiniband not in the container); "
         "NVIDIA/nccl#229 (sjeaugey)",
@@ -468,7 +471,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.HIGH,
         when="NET/Plugin's dlerror names a missing symbol or symbol version (e.g. "
         "libfabric's FABRIC_1.7 not found for aws-ofi-nccl): the plugin is there, the "
-        "libraries it needs are too old or absent",
+        "libraries it needs are too old or absent; or NCCL_NET names a network no loaded "
+        "plugin provides ('Error: network X not found')",
         impact="NCCL falls back to its internal IB or socket transport (on EFA: sockets, a "
         "fraction of the bandwidth) or fails to find a network",
         impact_source="awslabs/awsome-distributed-ai#292 (aws-ofi-nccl 1.9 needs libfabric >= "
@@ -506,6 +510,26 @@ RULES: tuple[Rule, ...] = (
             "(the same prefix on every node, e.g. eth or =bond0)",
         ),
         confirm="the 'Bootstrap : Using' line of every rank and `ip -br addr` on each host",
+    ),
+    Rule(
+        code="port_in_use",
+        mechanism=Mechanism.BOOTSTRAP,
+        title="The rendezvous port is taken: another process already listens on it",
+        severity=Severity.CRITICAL,
+        when="'Address already in use' / errno 98 from the c10d TCPStore, Gloo or NCCL's "
+        "bootstrap when it binds its port",
+        impact="the job never starts (or waits for a rendezvous that belongs to another job)",
+        impact_source="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp (the bind "
+        "error); a stale process of an earlier run or two jobs with one MASTER_PORT",
+        checks=(
+            "`ss -ltnp | grep PORT` on the MASTER_ADDR node: which process holds the port",
+            "earlier runs still alive (`ps aux | grep -e torchrun -e python`)",
+        ),
+        fixes=(
+            "kill the stale processes of the earlier run, or give each job its own "
+            "MASTER_PORT (torchrun --master-port / --rdzv-endpoint HOST:PORT)",
+        ),
+        confirm="`ss -ltnp` on the rendezvous host",
     ),
     Rule(
         code="bootstrap_unreachable",
@@ -694,10 +718,11 @@ RULES: tuple[Rule, ...] = (
     Rule(
         code="mixed_versions",
         mechanism=Mechanism.VERSIONS,
-        title="Ranks run different NCCL versions",
+        title="Different NCCL versions in one job (across ranks, or under the framework)",
         severity=Severity.CRITICAL,
-        when="more than one `NCCL version`, or a garbage address family at bootstrap between "
-        "nodes whose interfaces are fine",
+        when="more than one `NCCL version`, NCCL's 'Mismatched NCCL version detected', an "
+        "'undefined symbol: nccl...' (a libnccl older than the framework's), or a garbage "
+        "address family at bootstrap between nodes whose interfaces are fine",
         impact="mismatched bootstrap messages: hangs or obscure failures at connection setup",
         impact_source="NVIDIA/nccl#1267 (pip nvidia-nccl-cu12 2.20.5 vs 2.19.3)",
         checks=(
@@ -719,6 +744,28 @@ RULES: tuple[Rule, ...] = (
         checks=("`nvidia-smi` (driver's CUDA version) against the runtime of torch/the image",),
         fixes=("upgrade the driver, or use a build for the driver's CUDA version",),
         confirm="`nvidia-smi` and `python -c 'import torch; print(torch.version.cuda)'`",
+    ),
+    Rule(
+        code="driver_unusable",
+        mechanism=Mechanism.VERSIONS,
+        title="No usable GPU driver where the job runs (missing, or libraries not matching it)",
+        severity=Severity.CRITICAL,
+        when="NVML's 'Driver/library version mismatch' (nvidia-smi, NCCL's nvmlInit), NCCL's "
+        "'Failed to find CUDA library', PyTorch's 'Found no NVIDIA driver on your system'",
+        impact="no GPU at all: the job cannot start",
+        impact_source="NVIDIA/nccl src/misc/nvmlwrap.cc and src/misc/cudawrap.cc (the WARNs); "
+        "NVIDIA/nvidia-docker#1163 (user-space driver libraries newer than the loaded module)",
+        checks=(
+            "`nvidia-smi` on the host and inside the container",
+            "`cat /proc/driver/nvidia/version` (loaded module) against `ls /usr/lib/x86_64-"
+            "linux-gnu/libnvidia-ml.so.*` (user-space libraries)",
+        ),
+        fixes=(
+            "after a driver upgrade: reboot (or unload and reload the nvidia modules)",
+            "containers: run with the NVIDIA runtime (--gpus all / the device plugin) so the "
+            "host's libraries are mounted; never bake driver libraries into the image",
+        ),
+        confirm="`nvidia-smi` where the job runs",
     ),
     # --- whole-job performance ----------------------------------------------------------------
     Rule(

@@ -1,0 +1,192 @@
+"""Doctor on the messages NCCL and PyTorch print, read from their source (NVIDIA/nccl at
+v2.4.8-v2.30.7, pytorch/pytorch c10d and Gloo): each line alone, as a user pastes it, must be
+named as the cause its code path means. A walk over every `WARN("...")` of ten NCCL releases
+(890 format strings) left 575 on the catch-all; these are the ones that name a cause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bandwall.measure.doctor import diagnose
+
+HEADER = "node1:1234:1234 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+
+#: (source of the message, the line as printed, the rule it must rank first)
+NCCL_WARNS: list[tuple[str, str, str]] = [
+    (
+        "init.cc (2.2x, ncclCommInitRank's version check)",
+        "init.cc:1311 NCCL WARN Mismatched NCCL version detected : rank 0 version 22105 "
+        "rank 8 version 21803",
+        "mixed_versions",
+    ),
+    (
+        "init.cc (2.2x)",
+        "init.cc:1203 NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+        "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this feature.",
+        "duplicate_gpu",
+    ),
+    (
+        "transport/nvls.cc",
+        'nvls.cc:90 NCCL WARN NCCL_NVLS_ENABLE has been set to "1" and communicator has '
+        "multiple ranks using the same NVML device.",
+        "duplicate_gpu",
+    ),
+    (
+        "init.cc (2.2x)",
+        "init.cc:1092 NCCL WARN Detected mixed local Net device counts across ranks (min 4, "
+        "max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to ignore.",
+        "uneven_nodes",
+    ),
+    (
+        "bootstrap.cc (2.23+)",
+        "bootstrap.cc:61 NCCL WARN no device found matching eth9, verify NCCL_OOB_NET_IFNAME",
+        "socket_ifname",
+    ),
+    (
+        "graph/xml.cc",
+        "xml.cc:452 NCCL WARN Could not open XML graph file /opt/graph.xml : No such file or "
+        "directory",
+        "topology_file",
+    ),
+    (
+        "graph/xml.cc",
+        "xml.cc:650 NCCL WARN XML Topology has wrong version 0, 1 needed",
+        "topology_file",
+    ),
+    (
+        "misc/cudawrap.cc (2.7-2.18)",
+        "cudawrap.cc:110 NCCL WARN Failed to load CUDA missing symbol cuGetProcAddress",
+        "driver_too_old",
+    ),
+    (
+        "misc/nvmlwrap.cc",
+        "nvmlwrap.cc:72 NCCL WARN nvmlInit_v2() failed: Driver/library version mismatch",
+        "driver_unusable",
+    ),
+    (
+        "misc/cudawrap.cc (2.18)",
+        "cudawrap.cc:188 NCCL WARN Failed to find CUDA library libcuda.so (NCCL_CUDA_PATH='') "
+        ": libcuda.so: cannot open shared object file: No such file or directory",
+        "driver_unusable",
+    ),
+    (
+        "misc/shmutils.cc",
+        "shmutils.cc:80 NCCL WARN Could not map /dev/shm/nccl-Ib3Xpq size 9637892, error: "
+        "Cannot allocate memory",
+        "shm_space",
+    ),
+    (
+        "transport/p2p.cc (2.19+)",
+        "p2p.cc:212 NCCL WARN rank 1 failed to get CUDA IPC handle to device 0(=0) : 201 "
+        "invalid device context",
+        "p2p_broken",
+    ),
+    (
+        "misc/socket.cc (2.19+)",
+        "socket.cc:484 NCCL WARN socketStartConnect: exceeded retries (35000)",
+        "bootstrap_unreachable",
+    ),
+    (
+        "misc/socket.cc (2.19+)",
+        "socket.cc:540 NCCL WARN socketPollConnect: exceeded timeouts (35000)",
+        "bootstrap_unreachable",
+    ),
+    (
+        "init.cc (2.12-2.17)",
+        "init.cc:1400 NCCL WARN Your program may be hanging, this may be caused by a collective "
+        "mismatch around rank 3. Please check your collective calls at and around this rank.",
+        "collective_mismatch",
+    ),
+]
+
+#: PyTorch / Gloo / nvidia-smi lines (no NCCL header)
+TORCH_LINES: list[tuple[str, str, str]] = [
+    (
+        "c10d ProcessGroupNCCL (>= 2.3), fetching the unique id from the store",
+        "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and "
+        "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: Socket Timeout",
+        "bootstrap_unreachable",
+    ),
+    (
+        "torch/distributed/distributed_c10d.py _store_based_barrier",
+        "RuntimeError: Timed out initializing process group in store based barrier on rank: "
+        "3, for key: store_based_barrier_key:1 (world_size=8, worker_count=4, "
+        "timeout=0:30:00)",
+        "bootstrap_unreachable",
+    ),
+    (
+        "c10d socket.cpp (TCPStore server)",
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. The server socket has failed to bind to [::]:29500 (errno: "
+        "98 - Address already in use).",
+        "port_in_use",
+    ),
+    (
+        "c10/cuda CUDAException",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+        "cuda_error",
+    ),
+    (
+        "torch/cuda/__init__.py _check_driver",
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040).",
+        "driver_too_old",
+    ),
+    (
+        "nvidia-smi",
+        "Failed to initialize NVML: Driver/library version mismatch",
+        "driver_unusable",
+    ),
+    (
+        "third_party/gloo/gloo/transport/tcp/pair.cc",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed "
+        "by peer [10.0.0.2]:41822",
+        "peer_exited",
+    ),
+]
+
+
+def _first(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "excerpt.log"
+    path.write_text(text)
+    return [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
+
+
+@pytest.mark.parametrize(("source", "line", "code"), NCCL_WARNS, ids=[c for *_, c in NCCL_WARNS])
+def test_nccl_warn_alone_names_its_cause(tmp_path: Path, source: str, line: str, code: str) -> None:
+    ranked = _first(tmp_path, HEADER + "node1:1234:1240 [0] " + line + "\n")
+    assert ranked[:1] == [code], (source, ranked)
+
+
+@pytest.mark.parametrize(("source", "line", "code"), TORCH_LINES, ids=[c for *_, c in TORCH_LINES])
+def test_pytorch_line_alone_names_its_cause(
+    tmp_path: Path, source: str, line: str, code: str
+) -> None:
+    ranked = _first(tmp_path, line + "\n")
+    assert ranked[:1] == [code], (source, ranked)
+
+
+def test_version_codes_are_decoded_both_ways(tmp_path: Path) -> None:
+    """NCCL_VERSION_CODE is major*1000+minor*100+patch before 2.9, major*10000+... after."""
+    path = tmp_path / "v.log"
+    path.write_text(
+        HEADER.replace("2.21.5", "2.7.8")
+        + "n:1:1 [0] NCCL WARN Mismatched NCCL version detected : rank 0 version 2708 rank 1 "
+        "version 21805\n"
+    )
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "mixed_versions"]
+    assert "2.7.8" in f.reason and "2.18.5" in f.reason
+
+
+def test_a_bind_warning_alone_is_low(tmp_path: Path) -> None:
+    """torchrun prints the bind failure as a [W] line when another agent already serves the
+    store; only the error after it makes the job fail."""
+    path = tmp_path / "w.log"
+    path.write_text(
+        "[W socket.cpp:436] [c10d] The server socket has failed to bind to [::]:29400 "
+        "(errno: 98 - Address already in use).\n"
+    )
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "port_in_use"]
+    assert f.severity == "low" and "29400" in f.reason
