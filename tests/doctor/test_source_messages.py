@@ -140,6 +140,22 @@ TORCH_LINES: list[tuple[str, str, str]] = [
         "driver_unusable",
     ),
     (
+        "c10/cuda CUDAException, with cudaErrorInvalidDevice's meaning",
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "cuda_error",
+    ),
+    (
+        "torch/distributed/elastic/rendezvous/api.py",
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+        "bootstrap_unreachable",
+    ),
+    (
+        "torch/distributed/elastic/multiprocessing/errors (ChildFailedError's table)",
+        "  exitcode  : -11 (pid: 12345)\n  error_file: <N/A>\n  traceback : Signal 11 "
+        "(SIGSEGV) received by PID 12345",
+        "peer_exited",
+    ),
+    (
         "third_party/gloo/gloo/transport/tcp/pair.cc",
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed "
         "by peer [10.0.0.2]:41822",
@@ -190,3 +206,23 @@ def test_a_bind_warning_alone_is_low(tmp_path: Path) -> None:
     )
     (f,) = [f for f in diagnose([str(path)]).findings if f.code == "port_in_use"]
     assert f.severity == "low" and "29400" in f.reason
+
+
+def test_cuda_errors_say_where_and_what(tmp_path: Path) -> None:
+    """PyTorch's own CUDA error is not NCCL's; the common ones say what they mean."""
+    path = tmp_path / "c.log"
+    path.write_text("RuntimeError: CUDA error: invalid device ordinal\n")
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "cuda_error"]
+    assert "not in the network" in f.reason and "--nproc-per-node" in f.reason
+    path.write_text("n:1:1 [0] NCCL WARN Cuda failure 'invalid device ordinal'\n")
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "cuda_error"]
+    assert "inside NCCL" in f.reason
+
+
+def test_a_crash_signal_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "s.log"
+    path.write_text(
+        "  exitcode  : -6 (pid: 9)\n  traceback : Signal 6 (SIGABRT) received by PID 9\n"
+    )
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "peer_exited"]
+    assert "SIGABRT" in f.reason and len(f.evidence) == 2

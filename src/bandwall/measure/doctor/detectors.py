@@ -260,8 +260,38 @@ def _cuda_error(job: Job) -> list[Hit]:
     ]
     if not lines:
         return []
-    msg = next(m for c, m, s, ln in job.all("cuda_failures") if ln is lines[0])
-    return [Hit("cuda_error", first(lines), f"CUDA reported '{msg}' inside NCCL", CERTAIN)]
+    msg, src = next((m, s) for c, m, s, ln in job.all("cuda_failures") if ln is lines[0])
+    where = (
+        " in the program's own CUDA work (PyTorch), not in the network"
+        if src == "torch"
+        else " inside NCCL"
+    )
+    hint = next((h for k, h in CUDA_HINTS if k in msg), "")
+    return [Hit("cuda_error", first(lines), f"CUDA reported '{msg}'{where}" + hint, CERTAIN)]
+
+
+#: What a CUDA error usually means (CUDA runtime API docs, cudaError_t; PyTorch's advice).
+CUDA_HINTS = (
+    (
+        "invalid device ordinal",
+        ": a rank asked for a GPU index that is not visible (more processes per node than "
+        "GPUs: --nproc-per-node, CUDA_VISIBLE_DEVICES, LOCAL_RANK)",
+    ),
+    (
+        "illegal memory access",
+        ": a kernel touched memory outside its buffers; rerun with CUDA_LAUNCH_BLOCKING=1 to "
+        "find it",
+    ),
+    (
+        "device-side assert",
+        ": a kernel's assertion failed (often an index out of range); rerun with "
+        "CUDA_LAUNCH_BLOCKING=1",
+    ),
+    (
+        "uncorrectable ECC",
+        ": the GPU's memory failed (an Xid in `dmesg`); drain the node",
+    ),
+)
 
 
 @detector("gpu_arch_missing")
@@ -905,6 +935,19 @@ def _peer_exited(job: Job) -> list[Hit]:
     remote = _lines(job, "remote_errors")
     closed = [ln for k, ln in job.all("socket_errors") if k == "closed"]
     killed = _lines(job, "killed")
+    crashed = job.all("crashed")
+    if crashed and not killed:
+        sig = crashed[0][0]
+        return [
+            Hit(
+                "peer_exited",
+                first([ln for _, ln in crashed] + closed + remote, 3),
+                f"the launcher reports a rank that died on {sig}: a crash in that process "
+                "(native code, a driver, or memory); the other ranks fail because it is gone",
+                LIKELY,
+                missing="that rank's own log and `dmesg` on its node (segfault, Xid)",
+            )
+        ]
     if killed:
         return [
             Hit(

@@ -260,6 +260,9 @@ class NcclLog:
     killed: list[Line] = field(default_factory=list)
     """A launcher reporting a rank killed by SIGKILL (torchrun 'exitcode: -9', DeepSpeed
     'exits with return code = -9', 'Signal 9 (SIGKILL) received')."""
+    crashed: list[tuple[str, Line]] = field(default_factory=list)
+    """(signal name, line): a launcher reporting a rank that died on a signal other than
+    SIGKILL (torchrun 'Signal 11 (SIGSEGV) received', 'exitcode : -11')."""
     internal_errors: list[Line] = field(default_factory=list)
     duplicate_gpu: list[Line] = field(default_factory=list)
     size_mismatch: list[Line] = field(default_factory=list)
@@ -1007,6 +1010,17 @@ def _h_killed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.killed, s.line)
 
 
+_SIGNALS = {"4": "SIGILL", "6": "SIGABRT", "7": "SIGBUS", "8": "SIGFPE", "11": "SIGSEGV"}
+
+
+def _h_crashed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    sig = m.group(1)
+    name = sig if sig.startswith("SIG") else _SIGNALS.get(sig, "")
+    if name and not any(ln is s.line for _, ln in p.log.crashed):
+        p.log.crashed.append((name, s.line))
+
+
 def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.internal_errors.append(s.line)
 
@@ -1056,7 +1070,7 @@ def _h_torch_cuda(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     """PyTorch's 'CUDA error: <message>' (c10/cuda), the CUDA failure without NCCL's WARN."""
     assert m is not None
     if not any(ln is s.line for *_, ln in p.log.cuda_failures):
-        p.log.cuda_failures.append((None, m.group(1).strip(), "", s.line))
+        p.log.cuda_failures.append((None, m.group(1).strip(), "torch", s.line))
 
 
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1301,6 +1315,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
     Pattern("client socket has timed out", _h_store),
     Pattern("DistStoreError", _h_store),
+    Pattern("RendezvousTimeoutError", _h_store),  # torchrun: not every node joined in time
     # ProcessGroupNCCL fetching the unique id from the store (pytorch >= 2.3)
     Pattern("store->get(", _h_store, _c(r"via c10d key-value store by key .{1,80} got error")),
     Pattern("store based barrier", _h_store, _c(r"Timed out initializing process group in store")),
@@ -1311,6 +1326,13 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("ncclRemoteError", _h_remote),
     Pattern("-9", _h_killed, _c(r"(?:exitcode|return code)\s{0,3}[:=]\s{0,3}-9\b")),
     Pattern("SIGKILL", _h_killed, _c(r"Signal 9 \(SIGKILL\) received")),
+    # a launcher reporting a rank that died on a fatal signal (torchrun's ChildFailedError)
+    Pattern(
+        "Signal",
+        _h_crashed,
+        _c(r"Signal \d{1,2} \((SIG(?:SEGV|ABRT|BUS|ILL|FPE))\) received"),
+    ),
+    Pattern("exitcode", _h_crashed, _c(r"exitcode\s{0,3}:\s{0,3}-(4|6|7|8|11)\b")),
     Pattern("internal error", _h_internal),
     Pattern("Duplicate GPU detected", _h_duplicate, _DUPLICATE),
     Pattern(
