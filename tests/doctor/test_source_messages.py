@@ -101,6 +101,27 @@ NCCL_WARNS: list[tuple[str, str, str]] = [
     ),
 ]
 
+#: libfabric's EFA provider (prov/efa/src/efa_errno.h, grouped as efa_strerror.c's help does)
+EFA_LINES: list[tuple[str, str, str]] = [
+    (
+        "efa_errno.h 15 LOCAL_ERROR_UNREACH_REMOTE",
+        "NET/OFI Request 0x7f completed with error. RC: 15. Error: 15 (Unreachable remote - "
+        "never received a response)",
+        "ib_qp_unreachable",
+    ),
+    (
+        "efa_errno.h 4124 ESTABLISHED_RECV_UNRESP",
+        "NET/OFI Request 0x7f completed with error. RC: 4124. Error: Unresponsive receiver "
+        "(connection previously established)",
+        "ib_link_error",
+    ),
+    (
+        "efa_errno.h 4112 INTERNAL_RX_BUF_POST with ENOMEM",
+        "Libfabric error: (-12) Cannot allocate memory",
+        "memlock",
+    ),
+]
+
 #: PyTorch / Gloo / nvidia-smi lines (no NCCL header)
 TORCH_LINES: list[tuple[str, str, str]] = [
     (
@@ -180,6 +201,12 @@ def test_nccl_warn_alone_names_its_cause(tmp_path: Path, source: str, line: str,
 def test_pytorch_line_alone_names_its_cause(
     tmp_path: Path, source: str, line: str, code: str
 ) -> None:
+    ranked = _first(tmp_path, line + "\n")
+    assert ranked[:1] == [code], (source, ranked)
+
+
+@pytest.mark.parametrize(("source", "line", "code"), EFA_LINES, ids=[c for *_, c in EFA_LINES])
+def test_efa_error_alone_names_its_cause(tmp_path: Path, source: str, line: str, code: str) -> None:
     ranked = _first(tmp_path, line + "\n")
     assert ranked[:1] == [code], (source, ranked)
 

@@ -1000,7 +1000,21 @@ def _ib_link_error(job: Job) -> list[Hit]:
                 CERTAIN,
             )
         ]
-    timeouts = _completion_lines(job, {12, 13})
+    gone = [ln for k, ln in job.all("efa_errors") if k == "unresponsive"]
+    if gone:
+        return [
+            Hit(
+                "ib_link_error",
+                first(gone),
+                "the EFA peer answered before and stopped: libfabric's own reading is a "
+                "hardware failure on the remote peer or its process gone",
+                LIKELY,
+                missing="the peer's log (did it exit first?) and its instance status",
+            )
+        ]
+    # a completion EFA itself calls unreachable is ib_qp_unreachable's evidence, not this
+    unreach = {id(ln) for k, ln in job.all("efa_errors") if k == "unreachable"}
+    timeouts = [ln for ln in _completion_lines(job, {12, 13}) if id(ln) not in unreach]
     if timeouts:
         unrouted = bool(_roce_link_local(job))
         return [
@@ -1015,7 +1029,7 @@ def _ib_link_error(job: Job) -> list[Hit]:
                 else "",
             )
         ]
-    flushed = _completion_lines(job, {5, -1})
+    flushed = [ln for ln in _completion_lines(job, {5, -1}) if id(ln) not in unreach]
     if flushed:
         return [
             Hit(
@@ -1042,6 +1056,20 @@ def _ib_link_error(job: Job) -> list[Hit]:
 
 @detector("ib_qp_unreachable")
 def _ib_qp_unreachable(job: Job) -> list[Hit]:
+    efa = [ln for k, ln in job.all("efa_errors") if k == "unreachable"]
+    if efa:
+        return [
+            Hit(
+                "ib_qp_unreachable",
+                first(efa),
+                "the EFA device never reached the peer or never completed a handshake with it: "
+                "security group rules that do not allow all traffic to and from the group "
+                "itself, instances in different subnets, or a peer process that is gone "
+                "(libfabric's efa_show_help)",
+                LIKELY,
+                missing="the security group's inbound and outbound rules, and the peer's log",
+            )
+        ]
     qp = _modify_qp(job, "ETIMEDOUT", "ENETUNREACH")
     if qp:
         return [
@@ -1165,7 +1193,8 @@ def _memlock(job: Job) -> list[Hit]:
             "memlock",
             first(lines),
             "the verbs library cannot pin memory for the NIC "
-            "(ENOMEM from ibv_reg_mr/ibv_create_cq): the locked-memory limit",
+            "(ENOMEM from ibv_reg_mr/ibv_create_cq, or libfabric's EFA provider): the "
+            "locked-memory limit",
             conf,
         )
     ]

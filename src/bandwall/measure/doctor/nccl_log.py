@@ -198,6 +198,9 @@ class NcclLog:
     ofi_errors: list[Line] = field(default_factory=list)
     net_not_found: list[tuple[str, Line]] = field(default_factory=list)
     """(network, line): NCCL_NET names a network no loaded plugin provides (init.cc/net.cc)."""
+    efa_errors: list[tuple[str, Line]] = field(default_factory=list)
+    """('unreachable'|'unresponsive', line): libfabric EFA provider errors
+    (prov/efa/src/efa_errno.h), as its own help text groups them (efa_strerror.c)."""
     gid_query_failed: list[Line] = field(default_factory=list)
     """NET/IB could not read a RoCE GID's type from sysfs (ncclIbRoceGetVersionNum)."""
     nccl_symbol_missing: list[Line] = field(default_factory=list)
@@ -734,6 +737,14 @@ def _h_net_not_found(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.net_not_found.append((m.group(1).strip(), s.line))
 
 
+def _h_efa(kind: str) -> Handler:
+    def handler(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+        if not any(ln is s.line for _, ln in p.log.efa_errors):
+            p.log.efa_errors.append((kind, s.line))
+
+    return handler
+
+
 def _h_gid_query(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.gid_query_failed, s.line)
 
@@ -917,7 +928,7 @@ def _h_qp_gid(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_verbs_nomem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-    if "ibv_" in s.text or "reg_mr" in s.text or "create_cq" in s.text:
+    if any(k in s.text for k in ("ibv_", "reg_mr", "create_cq", "Libfabric error", "fi_mr_reg")):
         p.log.verbs_nomem.append(s.line)
 
 
@@ -1217,6 +1228,15 @@ PATTERNS: tuple[Pattern, ...] = (
     # RoCE: the GID type is read from /sys/class/infiniband/<dev>/ports/<p>/gid_attrs
     # (net_ib/connect.cc), unreadable in some containers
     Pattern("ncclIbRoceGetVersionNum", _h_gid_query),
+    # libfabric's EFA provider (prov/efa/src/efa_errno.h): peers it never reached or that
+    # never completed the handshake (its help text: security groups, subnets, a peer gone) ...
+    Pattern("Unreachable remote", _h_efa("unreachable")),
+    Pattern("handshake failed", _h_efa("unreachable"), _c(r"Unresponsive receiver \(reachable")),
+    # ... and peers that answered before and stopped (a failing peer or its process gone)
+    Pattern("previously", _h_efa("unresponsive"), _c(r"Unresponsive (?:remote|receiver) \(")),
+    Pattern("Failure to post internal receive buffers", _h_create_cq),  # EFA's ENOMEM
+    # UCX's shared-memory transport (uct/sm/mm) cannot get its FIFO: /dev/shm is full or small
+    Pattern("failed to allocate receive FIFO", _h_shm_space),
     Pattern("undefined symbol: nccl", _h_nccl_symbol),
     Pattern("libibverbs", _h_verbs_missing, _c(r"Failed to open libibverbs")),
     Pattern("userspace device-specific driver", _h_verbs_provider),

@@ -129,7 +129,9 @@ RULES: tuple[Rule, ...] = (
         title="RDMA transfers time out: the link or the peer's NIC stopped answering",
         severity=Severity.CRITICAL,
         when="IB completion status 12 (retry exceeded, vendor err 129/0x81), port error or "
-        "catastrophic async events, the peer's socket reset while the IB network is in use",
+        "catastrophic async events, the peer's socket reset while the IB network is in use, "
+        "or an EFA peer that stopped answering ('Unresponsive remote/receiver (... previously "
+        "...)', efa_errno.h 13, 4124)",
         impact="the collective aborts (ncclRemoteError / ncclSystemError) and the job dies",
         impact_source="NVIDIA/nccl#902 and #905 (sjeaugey: error 12 is a timeout; port errors "
         "are a flapping link); NCCL's own hint in src/transport/net_ib/common.h",
@@ -149,8 +151,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.IB_VERBS,
         title="RDMA queue pairs cannot connect: the NICs cannot reach each other",
         severity=Severity.CRITICAL,
-        when="ibv_modify_qp fails with ETIMEDOUT (110) or ENETUNREACH going to RTR, or error "
-        "12 at the first transfer between nodes whose Ethernet works",
+        when="ibv_modify_qp fails with ETIMEDOUT (110) or ENETUNREACH going to RTR, error "
+        "12 at the first transfer between nodes whose Ethernet works, or libfabric EFA's "
+        "'Unreachable remote' / 'Unresponsive receiver (reachable by EFA device but handshake "
+        "failed)' (efa_errno.h 15, 4126)",
         impact="NCCL cannot create its connections; the job fails at start-up",
         impact_source="NCCL 2.30 hint for ETIMEDOUT (src/misc/ibvwrap.cc: 'NICs are not "
         "cross-rail connected'); NVIDIA/nccl#2013",
@@ -170,7 +174,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.IB_VERBS,
         title="RDMA memory registration fails: the locked-memory limit is too low",
         severity=Severity.CRITICAL,
-        when="ibv_reg_mr / ibv_create_cq / ibv_create_qp fail with 'Cannot allocate memory'",
+        when="ibv_reg_mr / ibv_create_cq / ibv_create_qp fail with 'Cannot allocate memory', or "
+        "libfabric's EFA provider cannot post its receive buffers (ENOMEM, efa_errno 4112)",
         impact="NCCL cannot register buffers with the NIC; the communicator fails",
         impact_source="NVIDIA/nccl-tests#206 (ulimit -l was 8192 kB)",
         checks=("`ulimit -l` inside the job (under mpirun/srun, in the container)",),
@@ -557,8 +562,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.RESOURCES,
         title="/dev/shm is too small for NCCL's shared-memory buffers",
         severity=Severity.CRITICAL,
-        when="creating or extending /dev/shm/nccl-* fails ('No space left on device', "
-        "posix_fallocate)",
+        when="creating, extending or mapping /dev/shm/nccl-* fails ('No space left on device', "
+        "posix_fallocate), or UCX's shared-memory transport cannot allocate its FIFO",
         impact="the communicator fails at init",
         impact_source="NVIDIA/nccl#342 (docker's 64 MB default); pytorch/ci-infra#490",
         checks=("`df -h /dev/shm` inside the container",),
