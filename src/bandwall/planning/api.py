@@ -423,7 +423,9 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         for k, value in zip(loop_names, combo, strict=True):
             columns.setdefault(k, []).append(np.full(n, str(value), dtype=object))
         for i, k in enumerate(vec_names):
-            full = np.broadcast_to(_grid_axis(vec_axes[k], i, len(vec_names)), grid_shape)
+            # counts cast on the axis values, not on the grid (`_whole` then passes them on)
+            values = _whole(k, vec_axes[k])
+            full = np.broadcast_to(_grid_axis(values, i, len(vec_names)), grid_shape)
             columns.setdefault(k, []).append(full.reshape(-1))
         for f in dataclasses.fields(Metrics):
             if f.name in axes:  # an axis that is also a metric (global_batch): one column
@@ -436,9 +438,18 @@ def _whole(name: str, column: np.ndarray) -> np.ndarray:
     """Counts (gpus, tp, global_batch, ...) as int64 columns, as `plan` gives them as int."""
     if column.dtype.kind != "f" or name not in _COUNT_COLUMNS:
         return column
-    if not (np.all(np.isfinite(column)) and np.all(column == np.round(column))):
+    # one cast and one comparison: where the cast compares equal the value is finite and
+    # whole; the full check runs only on the rest (a NaN, an infinity, a fraction, or a whole
+    # number beyond int64 that the cast saturates)
+    with np.errstate(invalid="ignore"):
+        whole = column.astype(np.int64)
+    differs = whole != column
+    if not differs.any():
+        return whole
+    rest = column[differs]
+    if not (np.all(np.isfinite(rest)) and np.all(rest == np.round(rest))):
         return column
-    return column.astype(np.int64)
+    return whole
 
 
 # --- plan ------------------------------------------------------------------------------------

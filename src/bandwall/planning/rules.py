@@ -149,11 +149,32 @@ def normalize(model: type[Any], data: Any) -> Any:
         return data
     if not any(isinstance(v, str) for v in data.values()):
         return data
-    fields = model.model_fields
-    return {
-        k: number_from_text(k, fields[k].annotation, v) if k in fields else v
+    # only strings given to the number fields can change (a whole request echoed back holds
+    # ~100 fields, ~15 of them text: model, preset, ...)
+    numbers = _number_fields(model)
+    parsed = {
+        k: number_from_text(k, numbers[k], v)
         for k, v in data.items()
+        if isinstance(v, str) and k in numbers
     }
+    return {**data, **parsed}
+
+
+_NUMBER_FIELDS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _number_fields(model: type[Any]) -> dict[str, Any]:
+    """The annotation of each field whose strings `number_from_text` parses (int or float,
+    without a validator of its own), once per model; strings to the other fields pass
+    through unchanged."""
+    found = _NUMBER_FIELDS.get(model)
+    if found is None:
+        found = _NUMBER_FIELDS[model] = {
+            name: f.annotation
+            for name, f in model.model_fields.items()
+            if (kind := _kind(f.annotation))[0] in (int, float) and not kind[1]
+        }
+    return found
 
 
 # --- 2. rules -------------------------------------------------------------------------------

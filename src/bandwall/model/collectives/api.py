@@ -7,7 +7,9 @@ compiled option tables keyed by (op, algorithm, protocol, ranks, topology) (:mod
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -20,11 +22,13 @@ from bandwall.model.collectives.levels import check_links
 from bandwall.model.collectives.options import Option, call_overhead_s, options, prune
 from bandwall.model.collectives.vocab import NO_PROTOCOL, Algo, Op, busbw_factor
 from bandwall.model.nccl import Proto, without_speed_ladder
-from bandwall.model.topology import Topology
+from bandwall.model.topology import Link, Topology
 from bandwall.units import GB
 
 FloatArray = npt.NDArray[np.float64]
 StrArray = npt.NDArray[np.str_]
+_TOPO_GET = attrgetter(*(f.name for f in fields(Topology)))
+_LINK_GET = attrgetter(*(f.name for f in fields(Link)))
 
 
 @dataclass(frozen=True)
@@ -127,12 +131,78 @@ def _priced(
     protocol: Proto | None,
     want_names: bool,
 ) -> tuple[pricing.Priced, list[Option]]:
-    cn, ctopo, index = dedupe.compress(n, topo)
-    check_links(cn, ctopo)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        opts = prune(options(op, algo, cn, ctopo, protocol))
-    overhead = call_overhead_s(ctopo, cn)
+    memo = _SHARED.get()
+    key = None if memo is None else _group_key(n, topo)
+    if memo is None or key is None:
+        memo, key = {}, ()  # not shared: a dict of this call only
+    group = memo.get(key)
+    if group is None:
+        cn, ctopo, index = dedupe.compress(n, topo)
+        check_links(cn, ctopo)
+        group = memo[key] = (cn, ctopo, index, call_overhead_s(ctopo, cn))
+    cn, ctopo, index, overhead = group
+    op_key = (key, op, algo, protocol, nccl.speed_ladder_on())
+    opts = memo.get(op_key)
+    if opts is None:
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            opts = memo[op_key] = prune(options(op, algo, cn, ctopo, protocol))
     return pricing.run(opts, size, index, want_names, overhead), opts
+
+
+#: What `shared_groups` keeps, compared by content: per (rank counts, topology) the
+#: compressed group and its per-call overhead, and per (that, op, algorithm, protocol, speed
+#: ladder) the pruned options.
+_SHARED: ContextVar[dict[tuple[Any, ...], Any] | None] = ContextVar("shared_groups", default=None)
+#: Groups with more elements than this (rank counts and topology arrays together) are not
+#: kept: their key would cost about what it saves.
+SHARED_MAX_ELEMENTS = 1 << 16
+
+
+class shared_groups:  # noqa: N801 (used as a function: `with shared_groups():`)
+    """Compress each distinct group once, and price its options once per op, inside the block
+    (one engine evaluation): TP's all-reduce, all-gather and reduce-scatter share one group,
+    and a sweep over ZeRO stages prices FSDP's and DDP's collectives on the same groups; the
+    options, NCCL's channel search included, do not depend on the size. The key is the
+    inputs' exact bytes, so a hit is the same computation. (A class, not a generator: one
+    plan enters it once, in well under a microsecond.)"""
+
+    def __enter__(self) -> None:
+        self._token = _SHARED.set({})
+
+    def __exit__(self, *exc: object) -> None:
+        _SHARED.reset(self._token)
+
+
+def _content(v: Any) -> Any:
+    """A hashable stand-in for one field value, equal only for identical values (arrays by
+    dtype, shape and bytes; a link by its fields; a float by its bits, so -0.0 is not 0.0;
+    types kept apart, so 1 is not 1.0)."""
+    t = type(v)
+    if t is np.ndarray:
+        return (v.dtype.str, v.shape, v.tobytes())
+    if t is Link:
+        return (t, tuple(map(_content, _LINK_GET(v))))
+    if isinstance(v, np.generic):
+        return (v.dtype.str, v.tobytes())
+    if t is float:
+        return (t, v.hex())
+    return (t, v)
+
+
+def _group_key(n: FloatArray, topo: Topology) -> tuple[Any, ...] | None:
+    values = _TOPO_GET(topo)
+    links = [_LINK_GET(v) for v in values if type(v) is Link]
+    elements = np.size(n) + sum(
+        np.size(v) for v in (*values, *(x for link in links for x in link)) if type(v) is np.ndarray
+    )
+    if elements > SHARED_MAX_ELEMENTS:
+        return None
+    key = (_content(n), tuple(map(_content, values)))
+    try:
+        hash(key)
+    except TypeError:  # a field of a type without a hash: not shared
+        return None
+    return key
 
 
 def _names(
