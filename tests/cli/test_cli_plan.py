@@ -277,13 +277,10 @@ def test_validate_published_meets_the_korthikanti_target(run_cli) -> None:  # ty
     assert k["mean_abs_error"] <= 0.03 and k["max_abs_error"] <= 0.08
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not met since the kernel model (issue 21): Llama 3 405B rows +5.3% to +11.5% "
-    "(model faster at the published layouts with 8 virtual stages; docs/validation.md)",
-)
 def test_validate_published_meets_the_llama3_target(run_cli) -> None:  # type: ignore[no-untyped-def]
-    """Llama 3 405B (Table 4): each row within 10%."""
+    """Llama 3 405B (Table 4): each row within 10%. Met again since AUTO recomputation
+    budgets the backward's working set, FSDP's gathered layers and the allocator (the
+    published layouts sit at the memory limit: +11.5% before, nothing fitted to them)."""
     d = json.loads(run_cli("validate", "--published", "--json").out)
     llama = [row for row in d["rows"] if row["file"] == "training_throughput.csv"]
     assert all(abs(row["error"]) <= 0.10 for row in llama)

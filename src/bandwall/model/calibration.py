@@ -33,7 +33,7 @@ IN_STEP_EFFICIENCY = 0.904
 #: Share of their microbenchmark rate fp8 GEMMs keep inside a step, beyond the above: the
 #: scaling bookkeeping (amax history, scale updates), fp8 transposes for the backward GEMMs and
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out.
-FP8_GEMM_IN_STEP_EFFICIENCY = 0.954
+FP8_GEMM_IN_STEP_EFFICIENCY = 0.958
 #: IN_STEP_EFFICIENCY of an architecture with at least MIN_ARCH_RUNS dense 16-bit fit runs,
 #: fitted on those alone: how far a step falls short of the GEMM anchors differs by
 #: generation (an H100 at 700 W runs its tensor cores into the power limit, where the short
@@ -43,11 +43,11 @@ IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {"ampere": 0.98, "hopper": 0.835}
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1197, 0.193, 44),
+    "pooled": (-0.1275, 0.194, 44),
     "16-bit/dense": (-0.1001, 0.157, 18),
-    "16-bit/moe": (-0.1652, 0.0398, 2),
-    "fp8/dense": (-0.1177, 0.2059, 19),
-    "fp8/moe": (-0.1317, 0.2749, 5),
+    "16-bit/moe": (-0.1574, 0.0406, 2),
+    "fp8/dense": (-0.1171, 0.2084, 19),
+    "fp8/moe": (-0.1248, 0.2822, 5),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs

@@ -6,7 +6,9 @@ evaluation covers a sweep over GPU counts, bandwidths, oversubscription or price
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -105,6 +107,33 @@ class Cluster:
         if topo is None:
             topo = cache[key] = self._group_topology(stride)
         return topo
+
+    def hop_topology(self, stride: Numeric, span: Numeric) -> Topology:
+        """Topology of the slowest hop of a chain of ranks `stride` apart that covers `span`
+        ranks (a pipeline: pp stages, each `stride` ranks wide).
+
+        A chain longer than a node crosses a node boundary somewhere however close its links
+        are, and its throughput is that hop's: the pair is priced on two nodes, the `stride`
+        chains interleaved with it crossing each node's NICs at once (likewise a site's WAN
+        when the chain is longer than a site). `group_topology` of a 2-rank group would put a
+        pair closer than a node inside one node."""
+        s = np.maximum(np.asarray(stride, dtype=np.float64), 1.0)
+        topo = self.group_topology(stride)
+        G = self.gpus_per_node
+        across = (np.asarray(span, dtype=np.float64) > G) & (s < G)
+        if not np.any(across):
+            return topo
+        changes: dict[str, Any] = {
+            "gpus_per_node": np.where(across, 1.0, topo.gpus_per_node),
+            "nics_per_node": np.where(
+                across, self.nics_per_node / np.minimum(s, G), topo.nics_per_node
+            ),
+        }
+        if self.sites > 1 and topo.nodes_per_site is not None:
+            gpus_per_site = G * np.asarray(self.nodes_per_site())
+            site_cross = np.asarray(span, dtype=np.float64) > gpus_per_site
+            changes["nodes_per_site"] = np.where(site_cross, 1.0, topo.nodes_per_site)
+        return dataclasses.replace(topo, **changes)
 
     def _group_topology(self, stride: Numeric) -> Topology:
         G = self.gpus_per_node

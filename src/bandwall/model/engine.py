@@ -79,9 +79,12 @@ def topk_ratio(compression: str) -> float | None:
     return float(compression.split(":", 1)[1]) if compression.startswith("topk:") else None
 
 
-def _coll(op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any) -> Any:
-    """Fastest algorithm for `op` on the group `stride` ranks apart; nothing to move is free."""
-    topo = cl.group_topology(stride)
+def _coll(
+    op: Op, size: Any, ranks: Any, cl: Cluster, stride: Any, topo: Topology | None = None
+) -> Any:
+    """Fastest algorithm for `op` on the group `stride` ranks apart (or on `topo`); nothing to
+    move is free."""
+    topo = cl.group_topology(stride) if topo is None else topo
     if type(size) in _NUMBERS and type(ranks) in _NUMBERS and fast.topology_ndim(topo) == 0:
         # one layout: no call costs nothing; else the compiled table's price when there is one
         if not size > 0 or ranks <= 1:
@@ -374,35 +377,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         return MemoryTerms(weights, grads, optimizer, acts, zero, capacity, zero)
     full_share = _recompute_share(w, d, opt)
     selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
-
-    def stage(layers: Any, in_flight: Any, logits: Any) -> tuple[Any, Any]:
-        return memory.transformer_activation_bytes(
-            w,
-            opt.recompute,
-            d.tp,
-            d.pp,
-            d.cp,
-            d.mb,
-            d.m,
-            d.v,
-            static,
-            capacity,
-            sequence_parallel=opt.sequence_parallel,
-            flash_attention=opt.flash_attention,
-            stage_layers=layers,
-            in_flight=in_flight,
-            with_logits=logits,
-            full_share=full_share,
-            selective_op=selective_op,
-        )
-
-    # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
-    # the last one micro-batch and the logits; the fullest sets the memory
-    in_flight = np.minimum(d.pp, np.maximum(d.m, 1.0))
-    first, share_f = stage(d.layers_first, in_flight, False)
-    mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False)
-    last, share_l = stage(d.layers_last, 1.0, True)
-    share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
+    over = memory.ALLOCATOR_OVERHEAD
     work = partial(
         memory.working_set_bytes, w, d.tp, d.cp, d.mb, sequence_parallel=opt.sequence_parallel
     )
@@ -418,14 +393,44 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         * stage_params
         * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
     )
+    peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
+
+    def stage(layers: Any, in_flight: Any, logits: Any, peak_bytes: Any) -> tuple[Any, Any]:
+        # AUTO recomputes until the whole GPU fits: the kept activations get what the states,
+        # the backward's working set, FSDP's gathered layers and the allocator leave over
+        return memory.transformer_activation_bytes(
+            w,
+            opt.recompute,
+            d.tp,
+            d.pp,
+            d.cp,
+            d.mb,
+            d.m,
+            d.v,
+            (static + unsharded) / over + peak_bytes + fsdp,
+            capacity / over,
+            sequence_parallel=opt.sequence_parallel,
+            flash_attention=opt.flash_attention,
+            stage_layers=layers,
+            in_flight=in_flight,
+            with_logits=logits,
+            full_share=full_share,
+            selective_op=selective_op,
+        )
+
+    # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
+    # the last one micro-batch and the logits; the fullest sets the memory
+    in_flight = np.minimum(d.pp, np.maximum(d.m, 1.0))
+    first, share_f = stage(d.layers_first, in_flight, False, peak[0])
+    mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False, peak[1])
+    last, share_l = stage(d.layers_last, 1.0, True, peak[2])
+    share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
     weights = weights + unsharded
     # the fullest rank: kept activations and the backward peak, first, middle or last
     kept = [first, mid, last]
-    peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
     totals = [k + t for k, t in zip(kept, peak, strict=True)]
     totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
     choose = _chooser(_largest(totals), len(totals))
-    over = memory.ALLOCATOR_OVERHEAD
     acts = over * choose(kept)
     transient = over * (choose(peak) + fsdp)
     return MemoryTerms(weights, grads, optimizer, acts, transient, capacity, share)
@@ -697,7 +702,9 @@ class PipelineTerms:
 
 def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> PipelineTerms:
     size = pipeline.p2p_bytes(d.mb, d.seq, d.hidden, d.tp, d.cp)
-    p2p = _coll(Op.SEND_RECV, size, 2.0, cl, d.tp * d.cp * d.dp_in)
+    stride = d.tp * d.cp * d.dp_in
+    # the slowest stage boundary: across nodes (or sites) once the pipeline is longer than one
+    p2p = _coll(Op.SEND_RECV, size, 2.0, cl, stride, cl.hop_topology(stride, d.pp * stride))
     bubble, exposed = pipeline.pipeline_s(
         stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
     )
