@@ -48,6 +48,24 @@ def test_exit_status_clean_findings_and_bad_input(tmp_path: Path) -> None:
     assert code == 2 and "invalid choice" in err
 
 
+def test_input_it_cannot_read_is_bad_input_not_a_clean_run(tmp_path: Path) -> None:
+    """A binary, an empty file or prose is exit 2 with one line (a CI gate must not pass on
+    it), and an empty path never means the current folder (a review found `doctor ''`
+    reading the whole checkout)."""
+    binary = tmp_path / "core.bin"
+    binary.write_bytes(bytes(range(32)) * 64)
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    prose = tmp_path / "notes.txt"
+    prose.write_text("We trained a model last week and it went fine.\n")
+    for path in (binary, empty, prose):
+        code, out, err = run(str(path))
+        assert code == 2 and out == "" and err.count("\n") == 1, (path, err)
+        assert "nothing in" in err and "was understood" in err
+    code, _, err = run("")
+    assert code == 2 and "an empty path" in err and err.count("\n") == 1
+
+
 def test_text_fits_80_columns_in_a_pipe() -> None:
     """The real command, stdout a pipe: every line (findings, quotes, tables) <= 80."""
     res = subprocess.run(

@@ -81,6 +81,24 @@ def test_bad_value_names_the_field() -> None:
     assert res.exception.field == "output_tokens"
 
 
+@pytest.mark.parametrize(
+    ("args", "field", "words"),
+    [
+        (["--tp", "8", "--pp", "2"], "pp", "16 GPUs, more than --gpus 8"),
+        (["--tp", "3"], "tp", "does not divide"),
+        (["--tp", "16"], "tp", "more than --gpus 8"),
+    ],
+)
+def test_a_replica_the_request_fixes_must_exist(args: list[str], field: str, words: str) -> None:
+    """A review found `--tp 8 --pp 2` on 8 GPUs priced as '0 x 16 H100' and `--tp 3` accepted
+    for 64 heads; plan refuses both, so infer does too."""
+    from bandwall.errors import LayoutError
+
+    res = CliRunner().invoke(app, ["infer", "--model", "llama3-70b", "--gpus", "8", *args])
+    assert isinstance(res.exception, LayoutError), res.output
+    assert res.exception.field == field and words in str(res.exception)
+
+
 def test_infer_imports_no_plotting() -> None:
     code = (
         "import sys, typer\n"

@@ -120,6 +120,12 @@ def run(
         ranks=ranks,
         request=req,
     )
+    if not diag.findings and "nothing in the given files was understood" in diag.job.notes:
+        raise ConfigError(
+            f"nothing in {', '.join(paths)} was understood: give NCCL debug logs "
+            "(NCCL_DEBUG=INFO), PyTorch errors, nccl-tests output or torch.profiler traces",
+            field="paths",
+        )
     if html_out:
         from bandwall.measure.doctor.html import html_section
         from bandwall.report.html import render

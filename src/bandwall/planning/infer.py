@@ -224,6 +224,7 @@ def _layouts(req: InferRequest, w: Transformer, cl: Cluster) -> list[Layout]:
     """tp within a node (divisors of the heads' GPU counts an engine accepts: powers of two
     up to the node), pp only when the model does not fit one node at its widest tp."""
     gpn = min(cl.gpus_per_node, req.gpus)
+    _check_given(req, w)
     if req.tp and req.pp:
         return [Layout(req.tp, req.pp, "given")]
     tps = [req.tp] if req.tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpn]
@@ -245,6 +246,25 @@ def _layouts(req: InferRequest, w: Transformer, cl: Cluster) -> list[Layout]:
             if len(out) >= 3:
                 break
     return out
+
+
+def _check_given(req: InferRequest, w: Transformer) -> None:
+    """A replica the request fixes must exist: its tp splits the attention heads (as `plan`
+    asks) and tp x pp GPUs fit in --gpus."""
+    if req.tp and w.heads % req.tp:
+        ok = [t for t in (1, 2, 4, 8, 16, 32, 64, 128) if w.heads % t == 0 and t <= req.gpus]
+        raise LayoutError(
+            f"--tp {req.tp} does not divide {w.name}'s {w.heads} attention heads; choose one of: "
+            + ", ".join(map(str, ok)),
+            field="tp",
+        )
+    tp, pp = req.tp or 1, req.pp or 1
+    if tp * pp > req.gpus:
+        raise LayoutError(
+            f"one replica needs tp {tp} x pp {pp} = {tp * pp} GPUs, more than --gpus "
+            f"{req.gpus:,}; lower --tp/--pp or add GPUs",
+            field="pp" if req.pp else "tp",
+        )
 
 
 def _candidates(

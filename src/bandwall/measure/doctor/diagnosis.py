@@ -235,6 +235,12 @@ def expand(paths: list[str]) -> list[Path]:
     sidecars skipped there; a file named explicitly is always read, after safeio's checks)."""
     out: list[Path] = []
     for text in paths:
+        if not text.strip():  # Path("") is the current folder: never read what was not named
+            raise ConfigError(
+                "an empty path; give NCCL logs, nccl-tests output or profiler traces "
+                "(files or folders)",
+                field="paths",
+            )
         p = Path(text)
         if p.is_dir() and not p.is_symlink():
             out += sorted(
