@@ -253,3 +253,18 @@ def test_a_crash_signal_is_named(tmp_path: Path) -> None:
     )
     (f,) = [f for f in diagnose([str(path)]).findings if f.code == "peer_exited"]
     assert "SIGABRT" in f.reason and len(f.evidence) == 2
+
+
+def test_a_watchdog_ending_on_a_network_error_is_not_a_timeout(tmp_path: Path) -> None:
+    """ProcessGroupNCCL's watchdog also ends on NCCL errors: 'terminated with exception: NCCL
+    error: remote process exited or there was a network error' after an IB retry error is the
+    IB fault, not a collective timeout (a review found it ranked first as one)."""
+    ranked = _first(
+        tmp_path,
+        HEADER + "node1:1:2 [3] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<45678> with "
+        "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) len=0 vendor err 129 (Send)\n"
+        "[rank3]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 3] Process group watchdog thread "
+        "terminated with exception: NCCL error: remote process exited or there was a network "
+        "error, NCCL version 2.21.5\n",
+    )
+    assert ranked[0] == "ib_link_error" and "collective_timeout" not in ranked

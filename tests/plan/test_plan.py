@@ -144,6 +144,22 @@ def test_layout_errors_are_specific() -> None:
         plan(model="llama3-8b", gpus=16, preset="moon")
     with pytest.raises(ConfigError, match="straggler-fraction"):
         plan(model="llama3-8b", gpus=16, straggler_fraction=1.5)
+    # the micro-batch asked for is what does not divide, not the GPU count (64 splits 512)
+    with pytest.raises(LayoutError, match="micro-batch: --micro-batch 1,000 does not divide"):
+        plan(model="llama3-8b", gpus=64, micro_batch=1000)
+
+
+def test_what_a_plan_does_not_price_or_rounds_it_says() -> None:
+    """--loss on an RDMA fabric is not priced (a review found it silently ignored), and a
+    default batch rounded to split evenly says so in the assumptions."""
+    from bandwall.report.tables import assumption_rows
+
+    p = plan(model="llama3-8b", gpus=64, loss_rate=0.5)
+    assert any("--loss 0.5 is not priced" in n for n in p.notes)
+    rounded = dict(assumption_rows(plan(model="llama3-8b", gpus=64, micro_batch=3)))
+    assert "the default 512, rounded to split evenly over dp=" in rounded["global batch"]
+    kept = dict(assumption_rows(plan(model="llama3-8b", gpus=64)))
+    assert kept["global batch"].endswith("(default)")
 
 
 def test_auto_is_no_slower_than_hand_layouts_and_fits() -> None:

@@ -99,6 +99,14 @@ def test_a_replica_the_request_fixes_must_exist(args: list[str], field: str, wor
     assert res.exception.field == field and words in str(res.exception)
 
 
+def test_not_fitting_says_what_the_weights_need_on_these_gpus() -> None:
+    from bandwall.errors import LayoutError
+
+    res = CliRunner().invoke(app, ["infer", "--model", "llama3-70b", "--gpus", "1"])
+    assert isinstance(res.exception, LayoutError)
+    assert "need 141.1 GB per GPU spread over all 1 (tp 1 x pp 1)" in str(res.exception)
+
+
 def test_infer_imports_no_plotting() -> None:
     code = (
         "import sys, typer\n"

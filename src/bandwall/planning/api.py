@@ -622,6 +622,17 @@ def plan(req: PlanRequest) -> Plan:
         layout = {a: int(row[a]) for a in LAYOUT_FIELDS}
         error = explain(int(row["rule"]), w, cl, layout, gb)
         if error.field == "global_batch" and req.global_batch is None:
+            target = default_global_batch(w)
+            if req.micro_batch is not None and _batch_works(
+                req, w, cl.gpus_per_node, req.gpus, target
+            ):
+                # the GPU count splits the default batch; the micro-batch asked for does not
+                raise LayoutError(
+                    f"--micro-batch {req.micro_batch:,} does not divide any data-parallel "
+                    f"share of the default batch of {target:,} sequences on {req.gpus:,} GPUs; "
+                    "lower --micro-batch or set --global-batch",
+                    field="micro_batch",
+                )
             raise _gpu_count_error(req, w, cl.gpus_per_node, gb)
         if error.field in search.searched:
             raise LayoutError(
@@ -683,6 +694,12 @@ def _notes(
                 else " For one TCP link per node use --preset decentralized-colocated or "
                 "--fabric eth-25g-tcp --nics-per-node 1."
             )
+        )
+    if req.loss_rate and out is not None and not out.tcp:
+        notes.append(
+            f"--loss {req.loss_rate:g} is not priced: {out.name} is RDMA, whose lossless "
+            "transport retransmits in the NIC; loss applies to TCP links (e.g. --preset "
+            "decentralized-colocated)."
         )
     if not isinstance(w, Transformer):
         per_gpu = row["global_batch"] / max(row["dp"], 1)

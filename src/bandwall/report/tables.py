@@ -181,6 +181,12 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     given = req.model_fields_set
     gb = int(m["global_batch"])
     gb_src = "--global-batch" if "global_batch" in given else "default"
+    if "global_batch" not in given:
+        from bandwall.planning.api import default_global_batch
+
+        target = default_global_batch(w)
+        if gb != target:  # the engine rounds it so every data-parallel rank gets whole shares
+            gb_src = f"the default {target:,}, rounded to split evenly over dp={int(m['dp']):,}"
     if isinstance(w, Transformer):
         batch = f"{gb:,} sequences × {w.seq_len:,} = {gb * w.seq_len:,} tokens per step ({gb_src})"
         budget = (

@@ -1446,7 +1446,14 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("NCCL communicator was aborted", _h_watchdog_other),
     Pattern("Heartbeat monitor timed out", _h_watchdog_other),
     Pattern("watchdog got stuck", _h_watchdog_other),
-    Pattern("watchdog thread terminated with exception", _h_watchdog_other),
+    # the watchdog also ends on an NCCL error that is not a timeout ('... terminated with
+    # exception: NCCL error: remote process exited or there was a network error'): only a
+    # timeout in its message makes it one
+    Pattern(
+        "watchdog thread terminated with exception",
+        _h_watchdog_other,
+        _c(r"watchdog thread terminated with exception.{0,400}?(?:[Tt]imeout|timed out)"),
+    ),
     Pattern("join collective", _h_desync, _c(r"didn'?t join collective")),
     # PyTorch's monitored barrier naming the ranks that never arrived (ProcessGroupGloo)
     Pattern(
