@@ -332,13 +332,14 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
     layouts = _layouts(req, w, cl)
     if not layouts:
         # the widest replica the GPUs allow: tp across a node, pipeline stages over the rest
-        tp = min(cl.gpus_per_node, req.gpus)
-        pp = max(1, min(w.layers, req.gpus // tp))
+        widest_tp = min(cl.gpus_per_node, req.gpus)
+        widest_pp = max(1, min(w.layers, req.gpus // widest_tp))
         wb = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}.get(weight_format(req), 2.0)
-        need = float(resident_weight_bytes(w, tp, pp, wb)) / 1e9
+        need = float(resident_weight_bytes(w, widest_tp, widest_pp, wb)) / 1e9
         raise LayoutError(
             f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: its weights alone need "
-            f"{need:,.1f} GB per GPU spread over all {req.gpus:,} (tp {tp} x pp {pp}) against "
+            f"{need:,.1f} GB per GPU spread over all {req.gpus:,} (tp {widest_tp} x pp "
+            f"{widest_pp}) against "
             f"{cl.memory_bytes * 0.9 / 1e9:,.1f} GB; add GPUs, use --precision fp8 or a "
             "larger GPU",
             field="gpus",
