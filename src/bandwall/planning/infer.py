@@ -20,6 +20,7 @@ ITL percentiles follow (`bandwall.model.serving`).
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
@@ -353,6 +354,12 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
         assert req.request_rate_per_s is not None
         rate = req.request_rate_per_s / np.maximum(replicas, 1.0)
         m = _server_metrics(w, cl, tp, pp, batch, req, rate, calibration)
+        # a replica serves what arrives, not what its slots could: rate x output tokens
+        # (below capacity wherever the queue is stable; the slots only bound the wait)
+        served = np.minimum(m.tokens_per_s_replica, rate * request_mix(req).output_tokens)
+        m = dataclasses.replace(
+            m, tokens_per_s_replica=served, tokens_per_s_per_gpu=served / m.gpus_per_replica
+        )
     else:
         m = evaluate_serving(w, cl, tp, pp, batch, serve_options(req, None, calibration))
     profile = request_energy_profile(req, cl)
@@ -533,6 +540,9 @@ def _wider_tp_reason(req: InferRequest, p: Priced, lo: int, hi: int) -> str:
         if req.max_itl_ms or req.max_ttft_ms:
             return "the smaller one misses the latency target."
         return "the smaller one's KV cache holds too few sequences."
+    if p.rate_per_replica is not None:
+        best = min(float(m.request_s[k]) for k in sel_lo if ok[k])
+        return f"shorter requests at this rate ({best:,.2f} s each at tp{lo})."
     best_lo = max(float(m.tokens_per_s_per_gpu[k]) for k in sel_lo if ok[k])
     return (
         f"more tokens per GPU ({best_lo:,.0f} at tp{lo}); its KV cache and weight reads "
