@@ -315,24 +315,10 @@ def tables() -> dict[str, str]:
         "lrrrrrrrrr",
         rows,
     )
-    rows = []
-    for label in S1_STRATEGIES:
-        p = s1_strategy(label)
-        rows.append(
-            [
-                label,
-                layout(p),
-                sec(p["step_time_s"]),
-                sec(exposed_dp(p)),
-                pct(p["comm_efficiency"], 0),
-                pct(p["mfu"]),
-                usd(p["cost_usd"]),
-            ]
-        )
-    p = cli(S1_LLAMA_IB)
-    rows.append(
-        [
-            "AI factory (second command)",
+
+    def strategy_row(label: str, p: Row) -> list[str]:
+        return [
+            label,
             layout(p),
             sec(p["step_time_s"]),
             sec(exposed_dp(p)),
@@ -340,7 +326,9 @@ def tables() -> dict[str, str]:
             pct(p["mfu"]),
             usd(p["cost_usd"]),
         ]
-    )
+
+    rows = [strategy_row(label, s1_strategy(label)) for label in S1_STRATEGIES]
+    rows.append(strategy_row("AI factory (second command)", cli(S1_LLAMA_IB)))
     out["s1_strategies"] = table(
         [
             "strategy (extra flags)",
