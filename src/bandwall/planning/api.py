@@ -474,6 +474,7 @@ class Plan:
             "pp": int(m["pp"]),
             "cp": int(m["cp"]),
             "ep": int(m["ep"]),
+            "etp": int(m["etp"]),
             "dp": round(m["dp"]),
             "zero": int(m["zero"]),
             "micro_batch": int(m["micro_batch"]),

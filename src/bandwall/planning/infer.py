@@ -297,15 +297,27 @@ class Inference:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        # counts as integers, as `plan --json` gives them (the metrics are float arrays)
+        counts = {
+            k: int(v)
+            for k, v in self.metrics.items()
+            if k in _COUNT_FIELDS and isinstance(v, float) and v.is_integer()
+        }
         return {
             "model": self.workload.key,
             "model_name": self.workload.name,
             **self.metrics,
+            **counts,
             "search": {"searched": list(self.searched), "tried": self.tried},
             "cluster": describe_cluster(self.cluster),
             "request": self.request.model_dump(mode="json", exclude_defaults=True),
             "notes": self.notes,
         }
+
+
+_COUNT_FIELDS = frozenset(
+    {"tp", "pp", "batch", "concurrency", "max_concurrency", "gpus_per_replica", "hops", "replicas"}
+)
 
 
 @dataclass(frozen=True)

@@ -68,7 +68,9 @@ def _range_text(m: Any, key: str) -> str:
 
 def _layout_text(layout: dict[str, Any]) -> str:
     parts = [
-        f"{k}={layout[k]}" for k in ("tp", "pp", "cp", "ep", "dp") if layout[k] != 1 or k == "dp"
+        f"{k}={layout[k]}"
+        for k in ("tp", "pp", "cp", "ep", "etp", "dp")
+        if layout.get(k, 1) != 1 or k == "dp"
     ]
     parts.append(f"zero={layout['zero']}")
     if layout["pp"] > 1:
