@@ -268,3 +268,16 @@ def test_a_watchdog_ending_on_a_network_error_is_not_a_timeout(tmp_path: Path) -
         "error, NCCL version 2.21.5\n",
     )
     assert ranked[0] == "ib_link_error" and "collective_timeout" not in ranked
+
+
+def test_alternative_readings_of_the_same_lines_are_not_extra_alarms(tmp_path: Path) -> None:
+    """An IB retry error (status 12) is a link fault (likely); unreachable NICs and RoCE
+    addressing read the same line (possible): they stay listed, at medium, not critical."""
+    path = tmp_path / "r.log"
+    path.write_text(
+        HEADER + "node1:1:2 [3] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<45678> with "
+        "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) len=0 vendor err 129 (Send)\n"
+    )
+    found = {f.code: f.severity for f in diagnose([str(path)]).findings}
+    assert found["ib_link_error"] == "critical"
+    assert found["ib_qp_unreachable"] == "medium"

@@ -529,6 +529,25 @@ def rank(findings: list[Finding], confidence: dict[int, int] | None = None) -> l
     return sorted(findings, key=key)
 
 
+def _demote_alternatives(hits: list[Hit]) -> None:
+    """A possible cause read from the very lines a more confident finding already explains is
+    an alternative to check, not another alarm: at most medium (one IB retry error used to
+    raise three critical findings)."""
+    for h in hits:
+        if h.confidence != Confidence.POSSIBLE or not h.lines:
+            continue
+        mine = {(ln.source, ln.number) for ln in h.lines}
+        covered = any(
+            g is not h
+            and g.confidence > h.confidence
+            and mine <= {(ln.source, ln.number) for ln in g.lines}
+            for g in hits
+        )
+        rule_rank = BY_CODE[h.code].severity.rank
+        if covered and rule_rank > Severity.MEDIUM.rank:
+            h.severity = Severity.MEDIUM.value
+
+
 def _dedupe(hits: list[Hit]) -> list[Hit]:
     """One hit per rule: the most confident (several logs of one job are one diagnosis)."""
     best: dict[str, Hit] = {}
@@ -578,6 +597,7 @@ def diagnose(
     hits = _dedupe(hits)
     hits += leftovers(job, hits)
     _connect(job, hits)
+    _demote_alternatives(hits)
     findings = [_finding(h, job) for h in hits]
     _price(job, findings)
     if not job.logs and not job.tests and job.trace is None and not job.extra:
