@@ -89,7 +89,8 @@ def plan_tables(plan: Plan) -> list[Table]:
     d = plan.to_json()
     gb = 1e9
     head = Table(
-        title=f"{plan.workload.name} on {d['gpus']:,} × {cl.gpu.name} · {cl.preset}",
+        title=f"{plan.workload.name} on {d['gpus']:,} × {cl.gpu.name} · {cl.preset}"
+        + (f" · --fabric {plan.request.fabric}" if plan.request.fabric else ""),
         show_header=False,
     )
     head.add_column("what")
