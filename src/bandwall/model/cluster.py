@@ -117,9 +117,15 @@ class Cluster:
         chains interleaved with it crossing each node's NICs at once (likewise a site's WAN
         when the chain is longer than a site). `group_topology` of a 2-rank group would put a
         pair closer than a node inside one node."""
+        G = self.gpus_per_node
+        scalar = type(stride) in (int, float, np.float64) and type(span) in (int, float, np.float64)
+        if scalar and (stride >= G or span <= G):
+            return self.group_topology(stride)  # one plan: no arrays (microseconds each)
+        cache: dict[tuple[float, float], Topology] = self.__dict__.setdefault("_hops", {})
+        if scalar and (key := (float(stride), float(span))) in cache:
+            return cache[key]
         s = np.maximum(np.asarray(stride, dtype=np.float64), 1.0)
         topo = self.group_topology(stride)
-        G = self.gpus_per_node
         across = (np.asarray(span, dtype=np.float64) > G) & (s < G)
         if not np.any(across):
             return topo
@@ -133,7 +139,10 @@ class Cluster:
             gpus_per_site = G * np.asarray(self.nodes_per_site())
             site_cross = np.asarray(span, dtype=np.float64) > gpus_per_site
             changes["nodes_per_site"] = np.where(site_cross, 1.0, topo.nodes_per_site)
-        return dataclasses.replace(topo, **changes)
+        hop = dataclasses.replace(topo, **changes)
+        if scalar:
+            cache[(float(stride), float(span))] = hop
+        return hop
 
     def _group_topology(self, stride: Numeric) -> Topology:
         G = self.gpus_per_node
