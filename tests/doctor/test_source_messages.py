@@ -281,3 +281,42 @@ def test_alternative_readings_of_the_same_lines_are_not_extra_alarms(tmp_path: P
     found = {f.code: f.severity for f in diagnose([str(path)]).findings}
     assert found["ib_link_error"] == "critical"
     assert found["ib_qp_unreachable"] == "medium"
+
+
+@pytest.mark.parametrize(
+    ("line", "severity", "words"),
+    [
+        (
+            "[Tue Mar  4 10:12:01 2025] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen "
+            "off the bus.",
+            "critical",
+            "Xid 79: the GPU has fallen off the bus",
+        ),
+        (
+            "NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for "
+            "remapping, reset gpu to activate.",
+            "critical",
+            "Xid 63: ECC page retirement or row remapping recorded",
+        ),
+        (
+            "kernel: NVRM: Xid (PCI:0000:07:00): 31, pid=8812, name=python, Ch 00000010, "
+            "intr 10000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_0 faulted @ 0x7f1_2c000000.",
+            "medium",
+            "Xid 31: GPU memory page fault",
+        ),
+        (
+            "Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error",
+            "critical",
+            "Xid 79",
+        ),
+    ],
+)
+def test_xid_lines_name_the_fault_and_whose_it_is(
+    tmp_path: Path, line: str, severity: str, words: str
+) -> None:
+    """The driver's Xid reports (NVIDIA's Xid catalog): hardware ones are critical, the
+    application's own faults (13, 31, 43) medium."""
+    path = tmp_path / "dmesg.log"
+    path.write_text(line + "\n")
+    (f,) = [f for f in diagnose([str(path)]).findings if f.code == "gpu_xid"]
+    assert f.severity == severity and words in f.reason

@@ -136,6 +136,47 @@ def _driver_too_old(job: Job) -> list[Hit]:
     ]
 
 
+#: What the common Xids mean and NVIDIA's catalog's first action (docs.nvidia.com/deploy/
+#: xid-errors); True: hardware or driver (drain, reset, service), False: the application's.
+XIDS: dict[int, tuple[str, bool]] = {
+    13: ("graphics engine exception: a kernel faulted (out-of-range access)", False),
+    31: ("GPU memory page fault: a kernel used an invalid address", False),
+    43: ("GPU stopped processing the channel (the application's kernel)", False),
+    45: ("preemptive cleanup after an earlier error or a killed process", False),
+    48: ("double-bit ECC error in GPU memory: reset the GPU", True),
+    63: ("ECC page retirement or row remapping recorded: reset the GPU to activate it", True),
+    64: ("ECC page retirement or row remapping failed: the GPU needs service", True),
+    74: ("NVLink error: reset the GPU; if it repeats, check the NVLink/NVSwitch path", True),
+    79: ("the GPU has fallen off the bus (PCIe, power or thermals): reboot, then service", True),
+    92: ("high single-bit ECC error rate", True),
+    94: ("contained ECC error: the affected application must restart", False),
+    95: ("uncontained ECC error: reset the GPU", True),
+    119: ("GSP firmware RPC timeout: reset the GPU or reboot; update the driver", True),
+    120: ("GSP firmware error: reset the GPU or reboot; update the driver", True),
+}
+
+
+@detector("gpu_xid")
+def _gpu_xid(job: Job) -> list[Hit]:
+    found = job.all("xids")
+    if not found:
+        return []
+    hardware = [(x, ln) for x, ln in found if XIDS.get(x, ("", True))[1]]
+    x, _ = (hardware or found)[0]
+    meaning = XIDS.get(x, ("see NVIDIA's Xid catalog", True))[0]
+    others = sorted({n for n, _ in found} - {x})
+    return [
+        Hit(
+            "gpu_xid",
+            first([ln for _, ln in hardware or found], 3),
+            f"Xid {x}: {meaning}"
+            + (f" (also Xid {', '.join(map(str, others))})" if others else ""),
+            CERTAIN,
+            severity=None if hardware else "medium",
+        )
+    ]
+
+
 @detector("driver_unusable")
 def _driver_unusable(job: Job) -> list[Hit]:
     lines = _lines(job, "driver_unusable")

@@ -270,6 +270,9 @@ class NcclLog:
     duplicate_gpu: list[Line] = field(default_factory=list)
     size_mismatch: list[Line] = field(default_factory=list)
     driver_old: list[Line] = field(default_factory=list)
+    xids: list[tuple[int, Line]] = field(default_factory=list)
+    """(Xid number, line) from the kernel log; 79 also for 'GPU has fallen off the bus' and an
+    nvidia-smi that cannot reach a GPU."""
     driver_unusable: list[Line] = field(default_factory=list)
     """No usable driver: NVML's 'Driver/library version mismatch', no libcuda, no driver."""
     port_in_use: list[Line] = field(default_factory=list)
@@ -1048,6 +1051,12 @@ def _h_driver(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.driver_old, s.line)
 
 
+def _h_xid(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    xid = int(m.group(1)) if m is not None and m.lastindex else 79
+    if not any(ln is s.line for _, ln in p.log.xids):
+        p.log.xids.append((xid, s.line))
+
+
 def _h_driver_unusable(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.driver_unusable, s.line)
 
@@ -1395,6 +1404,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("NVIDIA driver on your system is too old", _h_driver),
     # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
     # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
+    # the driver's fault reports in the kernel log ('NVRM: Xid (PCI:0000:3b:00): 79, ...')
+    Pattern("Xid", _h_xid, _c(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]{1,20}\):? ?(\d{1,3})\b")),
+    Pattern("fallen off the bus", _h_xid),
+    Pattern("Unable to determine the device handle", _h_xid),
     Pattern("Driver/library version mismatch", _h_driver_unusable),
     Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
     Pattern("Failed to find CUDA library", _h_driver_unusable),

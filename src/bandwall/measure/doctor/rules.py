@@ -752,6 +752,29 @@ RULES: tuple[Rule, ...] = (
         confirm="`nvidia-smi` and `python -c 'import torch; print(torch.version.cuda)'`",
     ),
     Rule(
+        code="gpu_xid",
+        mechanism=Mechanism.RESOURCES,
+        title="A GPU reported a fault to its driver (Xid)",
+        severity=Severity.CRITICAL,
+        when="an 'NVRM: Xid (PCI:...): N' kernel line, 'GPU has fallen off the bus', or "
+        "nvidia-smi unable to reach a GPU ('Unable to determine the device handle')",
+        impact="the GPU's process fails or hangs and every collective with it; hardware Xids "
+        "(ECC, NVLink, fallen off the bus) come back until the GPU is reset or serviced",
+        impact_source="NVIDIA Xid catalog (docs.nvidia.com/deploy/xid-errors), its resolution "
+        "buckets; NVIDIA dynamic page retirement docs (Xid 48, 63, 64)",
+        checks=(
+            "`dmesg -T | grep -i xid` (or journalctl -k) on the failing node: which Xid, which "
+            "GPU (PCI address), how often",
+            "`nvidia-smi -q -d ECC,ROW_REMAPPER` on that GPU",
+        ),
+        fixes=(
+            "application Xids (13, 31, 43): fix or restart the job; hardware Xids (48, 74, 79, "
+            "92, 95, 119, 120): drain the node, reset the GPU (nvidia-smi -r) or reboot, and "
+            "send a GPU that repeats them for service",
+        ),
+        confirm="the node's kernel log around the failure (`dmesg -T | grep -i xid`)",
+    ),
+    Rule(
         code="driver_unusable",
         mechanism=Mechanism.VERSIONS,
         title="No usable GPU driver where the job runs (missing, or libraries not matching it)",
