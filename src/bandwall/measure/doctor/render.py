@@ -43,16 +43,26 @@ def _quote(prefix: str, text: str, width: int, max_lines: int = 3) -> list[str]:
     """A quoted line, folded at `width` (continuation lines indented), at most `max_lines`;
     what is cut is marked with '...'. Each piece is a substring of the input line."""
     pad = " " * len(prefix) if len(prefix) < width // 2 else "     "
+
+    def cut(s: str, room: int) -> int:
+        """Where to fold: after the last space that leaves the piece at least half full."""
+        if len(s) <= room:
+            return len(s)
+        space = s.rfind(" ", 0, room)
+        return space + 1 if space >= room // 2 else room
+
     room = max(width - len(prefix), 20)
-    out = [prefix + text[:room]]
-    rest = text[room:]
+    at = cut(text, room)
+    out = [prefix + text[:at]]
+    rest = text[at:]
     cont = max(width - len(pad), 20)
     while rest and len(out) < max_lines:
-        out.append(pad + rest[:cont])
-        rest = rest[cont:]
+        at = cut(rest, cont)
+        out.append(pad + rest[:at])
+        rest = rest[at:]
     if rest:
         out[-1] = out[-1][: width - 3] + "..."
-    return out
+    return [line.rstrip() for line in out]
 
 
 def _finding(i: int, f: Finding, width: int) -> list[str]:
@@ -66,9 +76,12 @@ def _finding(i: int, f: Finding, width: int) -> list[str]:
     if f.impact:
         out += _wrap(f"impact: {f.impact} ({f.impact_source})", width, "   ", "           ")
     for ln in f.evidence[:3]:
-        out += _quote(
-            f"   > {_short(ln.source.rsplit('/', 1)[-1])}:{ln.number}: ", ln.quote(), width
-        )
+        name = ln.source.rsplit("/", 1)[-1]
+        if len(name) <= 24:
+            out += _quote(f"   > {name}:{ln.number}: ", ln.quote(), width)
+        else:  # a long file name on its own line, whole when it fits, the quote below
+            out.append(f"   > {_short(name, width - 16)}:{ln.number}:")
+            out += _quote("     ", ln.quote(), width)
     if f.partial:
         out += _wrap(f"note: {f.partial}", width, "   ", "         ")
     if f.check:
