@@ -55,10 +55,18 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "awsome-647-efa-memlock-ulimit.log": (None, "memlock"),
     "ai-cloud-validation-643-k8s-no-dev-shm-ucx.log": (None, "shm_space"),
     "gardener-1832-efa-sg-missing-self-egress.log": (None, "ib_qp_unreachable"),
+    # the sixth fresh set (2026-12-05), scored before these patterns existed
+    "jade-hpc-194-node-uncorrectable-ecc.log": (None, "gpu_xid"),
+    "pytorch-85300-torchrun-reverse-dns-rdzv.log": (None, "bootstrap_unreachable"),
+    "pipedream-76-docker-default-shm-bus-error.log": (None, "shm_space"),
 }
 
 #: healthy logs whose warnings the maintainers called harmless (from their .source)
-HEALTHY = ["nccl-259-healthy-no-plugin-info.log", "heat-1003-healthy-c10d-ipv6-warnings.log"]
+HEALTHY = [
+    "nccl-259-healthy-no-plugin-info.log",
+    "heat-1003-healthy-c10d-ipv6-warnings.log",
+    "nccl-tests-119-healthy-2node-4x200g-allreduce.log",
+]
 
 
 def parse(name: str):  # type: ignore[no-untyped-def]

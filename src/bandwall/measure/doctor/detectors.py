@@ -112,6 +112,19 @@ def _tests_without_mpi(job: Job) -> list[Hit]:
 @detector("shm_space")
 def _shm_space(job: Job) -> list[Hit]:
     lines = _lines(job, "shm_space")
+    bus = _lines(job, "bus_errors")
+    if not lines and bus and _mentions_nccl(job):
+        return [
+            Hit(
+                "shm_space",
+                first(bus),
+                "a rank died on SIGBUS (Bus error) inside NCCL: a page of its /dev/shm segment "
+                "could not be backed, as in a container with Docker's default 64 MB /dev/shm "
+                "(NCCL's troubleshooting guide)",
+                LIKELY,
+                missing="`df -h /dev/shm` inside the container",
+            )
+        ]
     if not lines:
         return []
     size = re.search(r"size (\d+)", " ".join(ln.text for ln in lines))
@@ -119,6 +132,13 @@ def _shm_space(job: Job) -> list[Hit]:
         f" ({int(size.group(1)) / 2**20:,.1f} MiB)" if size else ""
     )
     return [Hit("shm_space", first(lines), reason, CERTAIN)]
+
+
+def _mentions_nccl(job: Job) -> bool:
+    """Whether the input shows NCCL at work (its lines, its library in a backtrace)."""
+    return any(log.versions or log.records or log.nccl_frames for log in job.logs) or bool(
+        job.tests
+    )
 
 
 @detector("driver_too_old")
@@ -159,6 +179,18 @@ XIDS: dict[int, tuple[str, bool]] = {
 @detector("gpu_xid")
 def _gpu_xid(job: Job) -> list[Hit]:
     found = job.all("xids")
+    ecc = [ln for _, msg, _, ln in job.all("cuda_failures") if "uncorrectable ECC" in msg]
+    if not found and ecc:
+        return [
+            Hit(
+                "gpu_xid",
+                first(ecc),
+                "CUDA reports an uncorrectable ECC error: the GPU's memory failed (the kernel "
+                "log holds its Xid, 48, 94 or 95); drain the node and reset the GPU",
+                CERTAIN,
+                missing="`dmesg -T | grep -i xid` and `nvidia-smi -q -d ECC` on that node",
+            )
+        ]
     if not found:
         return []
     hardware = [(x, ln) for x, ln in found if XIDS.get(x, ("", True))[1]]
@@ -293,6 +325,7 @@ def _cuda_error(job: Job) -> list[Hit]:
         "insufficient",
         "named symbol not found",  # gpu_arch_missing
         "no kernel image",
+        "uncorrectable ECC",  # gpu_xid
     )
     lines = [
         ln
@@ -327,10 +360,6 @@ CUDA_HINTS = (
         "device-side assert",
         ": a kernel's assertion failed (often an index out of range); rerun with "
         "CUDA_LAUNCH_BLOCKING=1",
-    ),
-    (
-        "uncorrectable ECC",
-        ": the GPU's memory failed (an Xid in `dmesg`); drain the node",
     ),
 )
 

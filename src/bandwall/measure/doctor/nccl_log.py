@@ -263,6 +263,10 @@ class NcclLog:
     killed: list[Line] = field(default_factory=list)
     """A launcher reporting a rank killed by SIGKILL (torchrun 'exitcode: -9', DeepSpeed
     'exits with return code = -9', 'Signal 9 (SIGKILL) received')."""
+    nccl_frames: int = 0
+    """Backtrace or library lines naming NCCL (`ncclGroupEnd()`, `libnccl.so.2`)."""
+    bus_errors: list[Line] = field(default_factory=list)
+    """SIGBUS ('Bus error'): in NCCL, a /dev/shm segment the container cannot back."""
     crashed: list[tuple[str, Line]] = field(default_factory=list)
     """(signal name, line): a launcher reporting a rank that died on a signal other than
     SIGKILL (torchrun 'Signal 11 (SIGSEGV) received', 'exitcode : -11')."""
@@ -1035,6 +1039,14 @@ def _h_crashed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
         p.log.crashed.append((name, s.line))
 
 
+def _h_nccl_frame(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    p.log.nccl_frames += 1
+
+
+def _h_bus_error(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.bus_errors, s.line)
+
+
 def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.internal_errors.append(s.line)
 
@@ -1343,6 +1355,9 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Broken pipe", _h_socket("closed")),
     Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
     Pattern("client socket has timed out", _h_store),
+    # the c10d TCPStore client (torch/csrc/distributed/c10d/socket.cpp): the rendezvous store
+    # is what it cannot reach, whatever the errno
+    Pattern("client socket has failed to connect", _h_store, _c(r"\[c10d\] The client socket")),
     Pattern("DistStoreError", _h_store),
     Pattern("RendezvousTimeoutError", _h_store),  # torchrun: not every node joined in time
     # ProcessGroupNCCL fetching the unique id from the store (pytorch >= 2.3)
@@ -1361,6 +1376,8 @@ PATTERNS: tuple[Pattern, ...] = (
         _h_crashed,
         _c(r"Signal \d{1,2} \((SIG(?:SEGV|ABRT|BUS|ILL|FPE))\) received"),
     ),
+    Pattern("nccl", _h_nccl_frame, _c(r"\bnccl[A-Z]\w{2,40}\(|libnccl\.so")),
+    Pattern("Bus error", _h_bus_error, _c(r"[Ss]ignal 7 \(Bus error|\bBus error\b")),
     Pattern("exitcode", _h_crashed, _c(r"exitcode\s{0,3}:\s{0,3}-(4|6|7|8|11)\b")),
     Pattern("internal error", _h_internal),
     Pattern("Duplicate GPU detected", _h_duplicate, _DUPLICATE),
