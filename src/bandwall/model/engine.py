@@ -13,6 +13,9 @@ else adds terms up.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,8 +34,8 @@ from bandwall.model import (
 )
 from bandwall.model import energy as energy_terms
 from bandwall.model.cluster import Cluster
-from bandwall.model.collectives import Algo, Op, collective_time_s, dedupe, fast
-from bandwall.model.collectives.api import shared_groups
+from bandwall.model.collectives import Algo, Op, dedupe, fast
+from bandwall.model.collectives.api import compact_time_s, shared_groups
 from bandwall.model.collectives.levels import check_links
 from bandwall.model.layout import LAYOUT_AXES, LayoutArrays, Recompute, Rule, check_layouts
 from bandwall.model.metrics import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions
@@ -98,11 +101,31 @@ def _coll(
         shape = np.broadcast_shapes(
             np.shape(size), np.shape(ranks), *(np.shape(v) for _, _, v in dedupe.arrays(topo))
         )
-        return np.broadcast_to(np.float64(0.0), shape)
-    t = collective_time_s(op, Algo.AUTO, size, ranks, topo)
-    if bool(np.all(size > 0)) and np.shape(t) == np.broadcast_shapes(np.shape(size), np.shape(t)):
-        return t  # a fresh array: the copy np.where would make holds the same values
+        return _full_shape(np.zeros((1,) * len(shape)), shape)
+    t, shape = compact_time_s(op, Algo.AUTO, size, ranks, topo)
+    # whole on the layouts' axes (numpy loops fast over a contiguous inner block; a time
+    # repeating along the inner axes would make every op on it loop over a few elements)
+    layouts = np.broadcast_shapes(t.shape, np.shape(size), np.shape(ranks))
+    t = _full_shape(t if t.shape == layouts else np.broadcast_to(t, layouts).copy(), shape)
+    if bool(np.all(size > 0)):
+        return t  # np.where would only broadcast it
     return np.where(size > 0, t, 0.0)
+
+
+#: The shapes `_coll`'s times would have inside one `evaluate`: it keeps them on the axes
+#: they vary along (a TP group's time does not vary with a sweep's scale-out bandwidth, and
+#: every term built on it then stays that small); `evaluate` broadcasts its metrics back.
+_FULL_SHAPES: ContextVar[list[tuple[int, ...]] | None] = ContextVar("full_shapes", default=None)
+
+
+def _full_shape(t: Any, shape: tuple[int, ...]) -> Any:
+    """`t` as it is inside `evaluate` (the shape noted), else broadcast to `shape`."""
+    shapes = _FULL_SHAPES.get()
+    if shapes is None:
+        return np.broadcast_to(t, shape)
+    if np.shape(t) != shape:
+        shapes.append(shape)
+    return t
 
 
 def _moves_nothing(size: Any, ranks: Any, topo: Topology) -> bool:
@@ -991,14 +1014,18 @@ def _failures(w: Workload, cl: Cluster, d: Dims, step_s: Any) -> tuple[Any, ...]
     """(MTBF, checkpoint write, interval, restart, goodput) from per-component failure rates;
     a LoRA checkpoint holds only the adapters and their optimizer state."""
     write_s = faults.checkpoint_write_s(float(w.params) * d.trainable, cl.checkpoint_write_GBps())
-    write_s = write_s + np.zeros_like(step_s)
+    # failures vary with the GPU count and the checkpoint, not with the step time: on a grid
+    # they stay on those axes (`_metrics` broadcasts them) rather than run exp and expm1 on
+    # every point; one layout keeps the step's shape
+    zero = np.zeros_like(step_s) if np.size(step_s) <= 1 else np.zeros(())
+    write_s = write_s + zero
     restart = cl.restart_s + write_s
     if cl.failures is None:
         inf = np.full(step_s.shape, math.inf)
         return inf, write_s, inf, restart, np.ones(step_s.shape)
     nodes = np.asarray(cl.nodes(), dtype=np.float64)
     nics = nodes * cl.nics_per_node
-    mtbf = faults.job_mtbf_s(cl.failures, d.n, nodes, nics, nics) + np.zeros_like(step_s)
+    mtbf = faults.job_mtbf_s(cl.failures, d.n, nodes, nics, nics) + zero
     interval = faults.daly_interval_s(write_s, mtbf)
     return mtbf, write_s, interval, restart, faults.goodput(interval, write_s, restart, mtbf)
 
@@ -1092,16 +1119,23 @@ def evaluate(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> M
     if math.prod(shape) == 1:
         lay = LayoutArrays(*(np.asarray(getattr(lay, a)).reshape(())[()] for a in LAYOUT_AXES))
     # the priced groups are shared by the collectives of this evaluation (api.shared_groups)
-    with np.errstate(all="ignore"), shared_groups():
-        d = _dims(w, cl, lay, opt)
-        mem = _memory(w, cl, d, opt)
-        stage = _stage(w, cl, d, opt, mem)
-        pipe = _pipeline(cl, d, opt, stage)
-        dpt = _data_parallel(w, cl, d, opt, stage)
-        step = _step(w, cl, d, stage, pipe, dpt, opt)
-        run = _run(w, cl, d, opt, step)
-        used = _energy(w, cl, d, step, run)
-        return _metrics(cl, d, mem, pipe, dpt, step, run, used, shape)
+    full_shapes: list[tuple[int, ...]] = []
+    token = _FULL_SHAPES.set(full_shapes)
+    try:
+        with np.errstate(all="ignore"), shared_groups():
+            d = _dims(w, cl, lay, opt)
+            mem = _memory(w, cl, d, opt)
+            stage = _stage(w, cl, d, opt, mem)
+            pipe = _pipeline(cl, d, opt, stage)
+            dpt = _data_parallel(w, cl, d, opt, stage)
+            step = _step(w, cl, d, stage, pipe, dpt, opt)
+            run = _run(w, cl, d, opt, step)
+            used = _energy(w, cl, d, step, run)
+            if full_shapes:  # the collectives' times were kept on fewer axes (`_full_shape`)
+                shape = np.broadcast_shapes(shape, *full_shapes)
+            return _metrics(cl, d, mem, pipe, dpt, step, run, used, shape)
+    finally:
+        _FULL_SHAPES.reset(token)
 
 
 def _metrics(
@@ -1117,6 +1151,9 @@ def _metrics(
 ) -> Metrics:
     """Every term group's fields under the names `Metrics` (and the JSON/CSV) use."""
     s = step.step_s
+    shape = np.broadcast_shapes(np.shape(s), shape)
+    # the metrics derived from the step time, on a grid into one block's rows (`_Rows`)
+    put = _Rows(shape, 16) if math.prod(shape) >= _ROWS_MIN_ELEMENTS else _plain
     values: dict[str, Any] = {
         "gpus": d.n,
         "tp": d.tp,
@@ -1144,13 +1181,13 @@ def _metrics(
         "bubble_s": pipe.bubble_s,
         "straggler_s": step.straggler_s,
         "overlap_s": step.overlap_s,
-        "comm_efficiency": step.compute_s / s,
-        "compute_utilisation": 1 - dpt.dp_s / s,
+        "comm_efficiency": put(np.true_divide, step.compute_s, s),
+        "compute_utilisation": put(np.subtract, 1, dpt.dp_s / s),
         "outer_sync_s": dpt.outer_s,
-        "mfu": step.flops / (s * d.n * cl.peak_flops),
-        "tflops_per_gpu": step.flops / (s * d.n) / 1e12,
-        "tokens_per_s": step.tokens / s,
-        "samples_per_s": d.gb / s,
+        "mfu": put(np.true_divide, step.flops, s * d.n * cl.peak_flops),
+        "tflops_per_gpu": put(np.true_divide, step.flops / (s * d.n), 1e12),
+        "tokens_per_s": put(np.true_divide, step.tokens, s),
+        "samples_per_s": put(np.true_divide, d.gb, s),
         "dp_bytes_per_gpu": dpt.dp_bytes_per_gpu,
         "memory_bytes": mem.total_bytes,
         "memory_weights_bytes": mem.weights_bytes,
@@ -1177,26 +1214,61 @@ def _metrics(
         "gpu_cost_usd": run.gpu_cost_usd,
         "egress_bytes": run.egress_bytes,
         "egress_usd": run.egress_usd,
-        "cost_usd": run.gpu_cost_usd + run.egress_usd,
-        "failure_cost_usd": cost.gpu_hours(d.n, run.wall_s - run.ideal_s) * d.price,
+        "cost_usd": put(np.add, run.gpu_cost_usd, run.egress_usd),
+        "failure_cost_usd": put(
+            np.multiply, cost.gpu_hours(d.n, run.wall_s - run.ideal_s), d.price
+        ),
         **used,
     }
     # ranges from the model's error on published runs of the same class (model/calibration)
     low, high = calibration.step_range_factors(cl.precision.value, d.moe_share > 0)
     values |= {
-        "step_time_s_p10": s * low,
-        "step_time_s_p90": s * high,
-        "mfu_p10": values["mfu"] / high,
-        "mfu_p90": values["mfu"] / low,
-        "time_to_train_s_p10": run.wall_s * low,
-        "time_to_train_s_p90": run.wall_s * high,
-        "cost_usd_p10": run.gpu_cost_usd * low + run.egress_usd,
-        "cost_usd_p90": run.gpu_cost_usd * high + run.egress_usd,
+        "step_time_s_p10": put(np.multiply, s, low),
+        "step_time_s_p90": put(np.multiply, s, high),
+        "mfu_p10": put(np.true_divide, values["mfu"], high),
+        "mfu_p90": put(np.true_divide, values["mfu"], low),
+        "time_to_train_s_p10": put(np.multiply, run.wall_s, low),
+        "time_to_train_s_p90": put(np.multiply, run.wall_s, high),
+        "cost_usd_p10": put(np.add, run.gpu_cost_usd * low, run.egress_usd),
+        "cost_usd_p90": put(np.add, run.gpu_cost_usd * high, run.egress_usd),
     }
-    shape = np.broadcast_shapes(np.shape(s), shape)
     if math.prod(shape) == 1:
         return _one_layout(values, shape)
     return Metrics(**{k: _shaped(v, shape) for k, v in values.items()})
+
+
+#: Elements of a grid from which `_metrics` writes its derived metrics into one block.
+_ROWS_MIN_ELEMENTS = 1 << 16
+#: The operators `_plain` stands for (one layout: Python's own, as the expressions were).
+_OPERATORS: dict[Any, Callable[[Any, Any], Any]] = {
+    np.true_divide: operator.truediv,
+    np.multiply: operator.mul,
+    np.add: operator.add,
+    np.subtract: operator.sub,
+}
+
+
+def _plain(ufunc: np.ufunc, a: Any, b: Any) -> Any:
+    """`a <op> b` as written (one layout: Python numbers keep Python's semantics)."""
+    return _OPERATORS[ufunc](a, b)
+
+
+class _Rows:
+    """`ufunc(a, b)` written into the next row of one float64 block of `shape`: a grid's
+    ~16 derived metrics share one allocation instead of ~16 fresh arrays of ~1 MB each (the
+    kernel maps and zeroes every fresh 4 KiB page; numpy asks for huge pages for one
+    allocation of 4 MiB or more). The values are the operator's, broadcast to `shape`."""
+
+    def __init__(self, shape: tuple[int, ...], count: int) -> None:
+        self._block = np.empty((count, *shape))
+        self._next = 0
+
+    def __call__(self, ufunc: np.ufunc, a: Any, b: Any) -> Any:
+        if self._next == len(self._block):  # more metrics than rows: a fresh array
+            return ufunc(a, b)
+        row = self._block[self._next]
+        self._next += 1
+        return ufunc(a, b, out=row)
 
 
 def _one_layout(values: dict[str, Any], shape: tuple[int, ...]) -> Metrics:

@@ -269,7 +269,7 @@ def _complexity(m: Metrics) -> np.ndarray:
 
 
 def evaluate_points(
-    req: PlanRequest, axes: dict[str, np.ndarray]
+    req: PlanRequest, axes: dict[str, np.ndarray], *, flat: bool = True
 ) -> tuple[Workload, Metrics, Search]:
     """The best layout at each point of the grid spanned by `axes` (vector fields → 1-D value
     arrays), in row-major order (the first axis varies slowest, as itertools.product).
@@ -278,6 +278,9 @@ def evaluate_points(
     term is computed on the broadcast of only the axes it depends on. A point where nothing is
     valid and fits keeps its least bad candidate (the valid one needing the least memory, else
     the one that got furthest through the layout rules), with `valid`/`fits` saying so.
+    With `flat` False, a grid priced in one pass with nothing searched keeps the grid's shape
+    (each field a view that repeats along the axes it does not vary along; `sweep` builds its
+    columns from that).
     """
     w = resolve_workload(req)
     names = list(axes)
@@ -317,7 +320,8 @@ def evaluate_points(
                 feasible_count += int(np.count_nonzero(ok))
             else:
                 feasible_count += int(np.sum(np.broadcast_to(ok, shape)))
-            if np.shape(m.step_time_s) != (math.prod(shape),):  # every field has this shape
+            whole_grid = not flat and stop - start == first and np.shape(m.step_time_s) == shape
+            if np.shape(m.step_time_s) != (math.prod(shape),) and not whole_grid:
                 m = Metrics(**{name: _flat(getattr(m, name), shape) for name in _METRIC_NAMES})
             parts.append(m)
             continue
@@ -418,20 +422,86 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         sub = req.model_copy(update=dict(zip(loop_names, combo, strict=True)))
         if "gpus" in vec_axes:  # the request's own gpus must not cap a larger axis value
             sub = sub.model_copy(update={"gpus": int(np.max(vec_axes["gpus"]))})
-        _, m, _ = evaluate_points(sub, vec_axes)
+        _, m, _ = evaluate_points(sub, vec_axes, flat=bool(loop_names))
         n = len(m)
+        # no loop axis: one combination, its columns kept on the axes they vary along and
+        # filled together at the end (`_grid_columns`)
+        grid: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
         for k, value in zip(loop_names, combo, strict=True):
             columns.setdefault(k, []).append(np.full(n, str(value), dtype=object))
         for i, k in enumerate(vec_names):
             # counts cast on the axis values, not on the grid (`_whole` then passes them on)
-            values = _whole(k, vec_axes[k])
-            full = np.broadcast_to(_grid_axis(values, i, len(vec_names)), grid_shape)
-            columns.setdefault(k, []).append(full.reshape(-1))
+            values = _grid_axis(_whole(k, vec_axes[k]), i, len(vec_names))
+            if loop_names:
+                columns.setdefault(k, []).append(_filled(values, grid_shape))
+            else:
+                columns[k], grid[k] = [], (values, grid_shape)
         for f in dataclasses.fields(Metrics):
             if f.name in axes:  # an axis that is also a metric (global_batch): one column
                 continue
-            columns.setdefault(f.name, []).append(np.asarray(getattr(m, f.name)))
+            value = np.asarray(getattr(m, f.name))
+            if value.ndim > 1:  # the grid's shape: one combination, so this is the column
+                distinct = _distinct_part(value)
+                if distinct is not value:
+                    columns[f.name], grid[f.name] = [], (_whole(f.name, distinct), value.shape)
+                    continue
+                value = _whole(f.name, value).reshape(-1)
+            columns.setdefault(f.name, []).append(value)
+        for k, column in _grid_columns(grid).items():
+            columns[k].append(column)
     return {k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()}
+
+
+def _distinct_part(value: np.ndarray) -> np.ndarray:
+    """`value` cut to length 1 along every axis it repeats along (a broadcast view's
+    zero strides); `value` itself when it repeats along none."""
+    if all(value.strides):
+        return value
+    return value[tuple(slice(0, 1) if step == 0 else slice(None) for step in value.strides)]
+
+
+def _grid_columns(
+    parts: dict[str, tuple[np.ndarray, tuple[int, ...]]],
+) -> dict[str, np.ndarray]:
+    """Each (values on the axes they vary along, grid shape) broadcast to its flat column,
+    all in one allocation: ~35 columns of ~1 MB each, touched page by page, cost more than
+    filling them (the kernel maps and zeroes every 4 KiB page; numpy asks for huge pages
+    for an allocation of 4 MiB or more)."""
+    if not parts:
+        return {}
+    nbytes = {k: math.prod(shape) * a.dtype.itemsize for k, (a, shape) in parts.items()}
+    aligned = {k: -(-b // 64) * 64 for k, b in nbytes.items()}  # each column cache-aligned
+    block = np.empty(sum(aligned.values()), dtype=np.uint8)
+    out = {}
+    at = 0
+    for k, (a, shape) in parts.items():
+        column = block[at : at + nbytes[k]].view(a.dtype)
+        np.copyto(column.reshape(shape), np.broadcast_to(_inner_filled(a, shape), shape))
+        out[k] = column
+        at += aligned[k]
+    return out
+
+
+#: Elements of the inner block `_inner_filled` builds first.
+_BLOCK = 4096
+
+
+def _inner_filled(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`arr` (as many axes as `shape`) with its inner axes filled to `shape`'s, so that the
+    broadcast to `shape` copies contiguous blocks rather than the few elements of an inner
+    axis `arr` repeats along (~8x faster on a sweep's grid)."""
+    inner = len(shape)
+    while inner > 0 and math.prod(shape[inner - 1 :]) <= _BLOCK:
+        inner -= 1
+    block = arr.shape[:inner] + shape[inner:]
+    if block != arr.shape and block != shape:
+        return np.ascontiguousarray(np.broadcast_to(arr, block))
+    return arr
+
+
+def _filled(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`arr` broadcast to `shape`, flattened into a new array (`_inner_filled`)."""
+    return np.broadcast_to(_inner_filled(arr, shape), shape).reshape(-1)
 
 
 def _whole(name: str, column: np.ndarray) -> np.ndarray:

@@ -309,18 +309,63 @@ def collective_time_s(
     algorithm takes the protocol NCCL's tuner picks for it unless `protocol` is given. The
     time is that pair's price. A single rank costs nothing.
     """
+    t, shape = _time_s(op, algo, size_bytes, ranks, topo, protocol)
+    return t if t.shape == shape else np.broadcast_to(t, shape).copy()
+
+
+def compact_time_s(
+    op: Op, algo: Algo, size_bytes: npt.ArrayLike, ranks: npt.ArrayLike, topo: Topology
+) -> tuple[FloatArray, tuple[int, ...]]:
+    """`collective_time_s` before it is broadcast back: the times with every axis they do not
+    vary along cut to length 1 (a TP group inside a node does not vary with the scale-out
+    bandwidth a sweep spans), and the shape `collective_time_s` would return. Terms built on
+    it then stay that small; the values, broadcast back, are the same bits."""
+    t, shape = _time_s(op, algo, size_bytes, ranks, topo, None)
+    if t.shape == shape or t.dtype != np.float64:  # nothing cut from the inputs: kept whole
+        return t, shape
+    return _constant_axes_cut(t), shape
+
+
+def _constant_axes_cut(t: FloatArray) -> FloatArray:
+    """`t` with every axis along which it holds the same bits cut to length 1 (bits, so a
+    NaN stays a NaN and -0.0 is not 0.0)."""
+    bits = t.view(np.uint64)
+    for axis in range(bits.ndim):
+        if bits.shape[axis] > 1:
+            head = bits[(slice(None),) * axis + (slice(0, 1),)]
+            if np.array_equal(bits, np.broadcast_to(head, bits.shape)):
+                bits = head
+    return bits.view(np.float64)
+
+
+def _time_s(
+    op: Op,
+    algo: Algo,
+    size_bytes: npt.ArrayLike,
+    ranks: npt.ArrayLike,
+    topo: Topology,
+    protocol: Proto | None,
+) -> tuple[FloatArray, tuple[int, ...]]:
+    """(the times on the inputs' axes that vary, the shape they broadcast back to)."""
     one = fast.one_value(size_bytes, ranks)
     if one is not None:
         t = fast.scalar_time_s(op, algo, one[0], one[1], topo, protocol)
         if t is not None:
             # the shape the vector path would return: one element, as many axes as any input
-            return np.full((1,) * max(one[2], fast.topology_ndim(topo)), t)
+            full = np.full((1,) * max(one[2], fast.topology_ndim(topo)), t)
+            return full, full.shape
     size, n = _broadcast(size_bytes, ranks)
     cut = dedupe.squeezed_call(size, n, topo)
     if cut is not None:
         size_c, n_c, topo_c, shape = cut
-        cut_s = collective_time_s(op, algo, size_c, n_c, topo_c, protocol=protocol)
-        return np.broadcast_to(cut_s, shape).copy()
+        return collective_time_s(op, algo, size_c, n_c, topo_c, protocol=protocol), shape
+    whole = _uncut_time_s(op, algo, size, n, topo, protocol)
+    return whole, whole.shape
+
+
+def _uncut_time_s(
+    op: Op, algo: Algo, size: FloatArray, n: FloatArray, topo: Topology, protocol: Proto | None
+) -> FloatArray:
     calls = dedupe.distinct_calls(size, n, topo)
     if calls is not None:
         size_u, n_u, topo_u, inverse, shape = calls
