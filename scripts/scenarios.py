@@ -494,6 +494,20 @@ def tables() -> dict[str, str]:
     return out
 
 
+def ecmp_values(prefix: str, p: Row) -> dict[str, str]:
+    """The hashed-fabric figures `--json` reports (`cluster.fabric_congestion`), as printed."""
+    fc = p["cluster"]["fabric_congestion"]
+    return {
+        f"{prefix}_flows": f"{fc['ecmp_flows_per_leaf']:.0f}",
+        f"{prefix}_paths": f"{fc['ecmp_paths_per_leaf']:.0f}",
+        f"{prefix}_mean": f"{fc['ecmp_mean_load']:.1f}",
+        f"{prefix}_links": f"{fc['ecmp_links']:,.0f}",
+        f"{prefix}_max": f"{fc['ecmp_expected_max_load']:.1f}",
+        f"{prefix}_p99": f"{fc['ecmp_p99_max_load']:.0f}",
+        f"{prefix}_collision": f"{fc['collision_factor']:.2f}",
+    }
+
+
 def values() -> dict[str, str]:
     v: dict[str, str] = {}
     slow, noov, ib = (cli(S1_ROWS[k]) for k in ("15 Gb/s", "no overlap", "IB NDR"))
@@ -612,20 +626,13 @@ def values() -> dict[str, str]:
     v["s2_o2_mfu"] = pct(o2["mfu"])
     v["s2_strag"] = sec(strag["step_time_s"] - b)
     v["s2_static"] = pct(static["step_time_s"] / b - 1, 0)
-    fc = static["cluster"]["fabric_congestion"]
-    v["s2_flows"] = f"{fc['ecmp_flows_per_leaf']:.0f}"
-    v["s2_paths"] = f"{fc['ecmp_paths_per_leaf']:.0f}"
-    v["s2_mean"] = f"{fc['ecmp_mean_load']:.1f}"
-    v["s2_links"] = f"{fc['ecmp_links']:,.0f}"
-    v["s2_max"] = f"{fc['ecmp_expected_max_load']:.1f}"
-    v["s2_collision"] = f"{fc['collision_factor']:.2f}"
+    v |= ecmp_values("s2", static)
     v["s2_f1s"] = pct(f1s["step_time_s"] / static["step_time_s"] - 1, 1)
     v["s2_f10s"] = pct(f10s["step_time_s"] / static["step_time_s"] - 1, 0)
     v["s2_f01a"] = pct(f01a["step_time_s"] / b - 1, 1)
     v["s2_f10a"] = pct(f10a["step_time_s"] / b - 1, 1)
     v["s2_mtbf"] = f"{base['mtbf_s'] / 3600:.1f} h"
     v["s2_goodput"] = pct(base["goodput"])
-    v["s2_meta"] = "38-43%"
 
     share = {
         g: eth(g, "RoCE, NCCL defaults")["tokens_per_s"] / eth(g, "IB NDR")["tokens_per_s"]
@@ -642,16 +649,8 @@ def values() -> dict[str, str]:
     v["eth_sx_gap"] = pct(1 - min(sx), 1)
     v["eth_ib_mfu_1k"] = pct(eth(1024, "IB NDR")["mfu"])
     v["eth_ib_mfu_32k"] = pct(eth(32768, "IB NDR")["mfu"])
-    fc8 = eth(8192, "RoCE, NCCL defaults")["cluster"]["fabric_congestion"]
-    v["eth8_flows"] = f"{fc8['ecmp_flows_per_leaf']:.0f}"
-    v["eth8_paths"] = f"{fc8['ecmp_paths_per_leaf']:.0f}"
-    v["eth8_mean"] = f"{fc8['ecmp_mean_load']:.1f}"
-    v["eth8_links"] = f"{fc8['ecmp_links']:,.0f}"
-    v["eth8_max"] = f"{fc8['ecmp_expected_max_load']:.1f}"
-    v["eth8_p99"] = f"{fc8['ecmp_p99_max_load']:.0f}"
-    v["eth8_collision"] = f"{fc8['collision_factor']:.2f}"
-    fc8q = eth(8192, "RoCE, 16 QPs")["cluster"]["fabric_congestion"]
-    v["eth8_collision_qp"] = f"{fc8q['collision_factor']:.2f}"
+    v |= ecmp_values("eth8", eth(8192, "RoCE, NCCL defaults"))
+    v["eth8_collision_qp"] = ecmp_values("q", eth(8192, "RoCE, 16 QPs"))["q_collision"]
 
     s3r = s3()
     fa, hy = s3r["ai-factory-ib"], s3r["hyperscaler-vm"]

@@ -120,7 +120,7 @@ def run(
         ranks=ranks,
         request=req,
     )
-    if not diag.findings and "nothing in the given files was understood" in diag.job.notes:
+    if not diag.findings and not diag.job.understood:
         raise ConfigError(
             f"nothing in {', '.join(paths)} was understood: give NCCL debug logs "
             "(NCCL_DEBUG=INFO), PyTorch errors, nccl-tests output or torch.profiler traces",

@@ -379,6 +379,7 @@ def _recompute_share(w: Workload, d: Dims, opt: StepOptions) -> Any:
 
 
 def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
+    w_bytes = 1.0 if opt.fp8_weights else memory.WEIGHT_BYTES
     weights, grads, optimizer = memory.state_bytes(
         d.dense_local_params,
         d.expert_local_params,
@@ -390,7 +391,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         trainable_fraction=d.trainable,
         offload_optimizer=opt.offload_optimizer,
         outer_state_on_gpu=not opt.outer_state_on_cpu,
-        weight_bytes=1.0 if opt.fp8_weights else memory.WEIGHT_BYTES,
+        weight_bytes=w_bytes,
     )
     static = weights + grads + optimizer
     capacity = memory.usable_memory_bytes(cl.memory_bytes)
@@ -404,23 +405,23 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     work = partial(
         memory.working_set_bytes, w, d.tp, d.cp, d.mb, sequence_parallel=opt.sequence_parallel
     )
-    layer_params = (d.dense_local_params + d.expert_local_params) / np.maximum(d.layers_ps, 1.0)
-    w_bytes = 1.0 if opt.fp8_weights else memory.WEIGHT_BYTES
+    stage_params = d.dense_local_params + d.expert_local_params
+    layer_params = stage_params / np.maximum(d.layers_ps, 1.0)
     fsdp = memory.fsdp_transient_bytes(layer_params, d.zero, w_bytes, d.grad_bytes)
     # ZeRO-3 that keeps gathered weights between forward and backward, or accumulates
     # unsharded gradients over the micro-batches, holds the whole stage's copy
     reshard, every = _fsdp_behaviour(d, opt)
-    stage_params = d.dense_local_params + d.expert_local_params
     unsharded = (
         (d.zero >= 3)
         * stage_params
         * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
     )
     peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
+    # AUTO recomputes until the whole GPU fits: the kept activations get what the states,
+    # the backward's working set, FSDP's gathered layers and the allocator leave over
+    states = (static + unsharded) / over
 
     def stage(layers: Any, in_flight: Any, logits: Any, peak_bytes: Any) -> tuple[Any, Any]:
-        # AUTO recomputes until the whole GPU fits: the kept activations get what the states,
-        # the backward's working set, FSDP's gathered layers and the allocator leave over
         return memory.transformer_activation_bytes(
             w,
             opt.recompute,
@@ -430,7 +431,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
             d.mb,
             d.m,
             d.v,
-            (static + unsharded) / over + peak_bytes + fsdp,
+            states + peak_bytes + fsdp,
             capacity / over,
             sequence_parallel=opt.sequence_parallel,
             flash_attention=opt.flash_attention,

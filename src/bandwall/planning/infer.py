@@ -32,6 +32,7 @@ import numpy as np
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
+from bandwall.model.compute.gemm import WEIGHT_BYTES
 from bandwall.model.serving import (
     PERCENTILES,
     RequestMix,
@@ -115,6 +116,17 @@ def weight_format(req: InferRequest) -> str:
     if req.weight_format != "auto":
         return req.weight_format
     return "fp8" if req.precision == "fp8" else "bf16"
+
+
+def weight_bytes(req: InferRequest) -> float:
+    """Bytes per weight in the format the replica stores (bf16 unless quantised)."""
+    return WEIGHT_BYTES.get(weight_format(req), 2.0)
+
+
+def _usable_bytes(cl: Cluster) -> float:
+    """GPU memory the weights may take when a layout is chosen: 90%, the rest for the
+    engine's own buffers."""
+    return float(cl.memory_bytes) * 0.9
 
 
 def max_slots(req: InferRequest) -> int:
@@ -229,8 +241,8 @@ def _layouts(req: InferRequest, w: Transformer, cl: Cluster) -> list[Layout]:
     if req.tp and req.pp:
         return [Layout(req.tp, req.pp, "given")]
     tps = [req.tp] if req.tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpn]
-    wb = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}.get(weight_format(req), 2.0)
-    usable = cl.memory_bytes * 0.9
+    wb = weight_bytes(req)
+    usable = _usable_bytes(cl)
     fits_node = [
         t for t in tps if float(resident_weight_bytes(w, t, 1.0, wb)) < usable and t <= gpn
     ]
@@ -284,6 +296,12 @@ def _candidates(
 # --- infer ------------------------------------------------------------------------------------
 
 
+#: Metrics that count things (GPUs, sequences, hops): integers in the JSON, as `plan`'s.
+_COUNT_FIELDS = frozenset(
+    {"tp", "pp", "batch", "concurrency", "max_concurrency", "gpus_per_replica", "hops", "replicas"}
+)
+
+
 @dataclass
 class Inference:
     """A priced serving plan: one replica layout, its latency, throughput, cost and energy."""
@@ -315,11 +333,6 @@ class Inference:
         }
 
 
-_COUNT_FIELDS = frozenset(
-    {"tp", "pp", "batch", "concurrency", "max_concurrency", "gpus_per_replica", "hops", "replicas"}
-)
-
-
 @dataclass(frozen=True)
 class Priced:
     """Every candidate of a request, priced (no choice made)."""
@@ -347,13 +360,12 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
         # the widest replica the GPUs allow: tp across a node, pipeline stages over the rest
         widest_tp = min(cl.gpus_per_node, req.gpus)
         widest_pp = max(1, min(w.layers, req.gpus // widest_tp))
-        wb = {"fp8": 1.0, "int8": 1.0, "int4": 0.5}.get(weight_format(req), 2.0)
-        need = float(resident_weight_bytes(w, widest_tp, widest_pp, wb)) / 1e9
+        need = float(resident_weight_bytes(w, widest_tp, widest_pp, weight_bytes(req))) / 1e9
         raise LayoutError(
             f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: its weights alone need "
             f"{need:,.1f} GB per GPU spread over all {req.gpus:,} (tp {widest_tp} x pp "
             f"{widest_pp}) against "
-            f"{cl.memory_bytes * 0.9 / 1e9:,.1f} GB; add GPUs, use --precision fp8 or a "
+            f"{_usable_bytes(cl) / 1e9:,.1f} GB; add GPUs, use --precision fp8 or a "
             "larger GPU",
             field="gpus",
         )

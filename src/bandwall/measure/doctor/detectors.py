@@ -1070,7 +1070,8 @@ def _ib_link_error(job: Job) -> list[Hit]:
                 CERTAIN,
             )
         ]
-    gone = [ln for k, ln in job.all("efa_errors") if k == "unresponsive"]
+    efa = job.all("efa_errors")
+    gone = [ln for k, ln in efa if k == "unresponsive"]
     if gone:
         return [
             Hit(
@@ -1083,7 +1084,7 @@ def _ib_link_error(job: Job) -> list[Hit]:
             )
         ]
     # a completion EFA itself calls unreachable is ib_qp_unreachable's evidence, not this
-    unreach = {id(ln) for k, ln in job.all("efa_errors") if k == "unreachable"}
+    unreach = {id(ln) for k, ln in efa if k == "unreachable"}
     timeouts = [ln for ln in _completion_lines(job, {12, 13}) if id(ln) not in unreach]
     if timeouts:
         unrouted = bool(_roce_link_local(job))

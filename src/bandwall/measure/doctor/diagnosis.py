@@ -600,6 +600,6 @@ def diagnose(
     _demote_alternatives(hits)
     findings = [_finding(h, job) for h in hits]
     _price(job, findings)
-    if not job.logs and not job.tests and job.trace is None and not job.extra:
+    if not job.understood:
         job.notes.append("nothing in the given files was understood")
     return Diagnosis(job=job, findings=rank(findings))

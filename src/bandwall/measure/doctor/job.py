@@ -149,6 +149,12 @@ class Job:
         return out
 
     @property
+    def understood(self) -> bool:
+        """Whether anything in the inputs was read as evidence (logs, tests, traces, other
+        registered formats)."""
+        return bool(self.logs or self.tests or self.trace is not None or self.extra)
+
+    @property
     def multi_node(self) -> bool:
         if any(log.multi_node for log in self.logs):
             return True

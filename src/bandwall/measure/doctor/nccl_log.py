@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from bandwall.measure.doctor.evidence import Line
 
@@ -703,6 +704,12 @@ def _once(lines: list[Line], line: Line) -> None:
         lines.append(line)
 
 
+def _once_tagged(items: list[Any], item: tuple[Any, ...]) -> None:
+    """`_once` for evidence kept with what was read from it: (..., line), one per line."""
+    if not any(x[-1] is item[-1] for x in items):
+        items.append(item)
+
+
 def _h_arch_missing(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.arch_missing, s.line)
 
@@ -746,8 +753,7 @@ def _h_net_not_found(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 def _h_efa(kind: str) -> Handler:
     def handler(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
-        if not any(ln is s.line for _, ln in p.log.efa_errors):
-            p.log.efa_errors.append((kind, s.line))
+        _once_tagged(p.log.efa_errors, (kind, s.line))
 
     return handler
 
@@ -1035,8 +1041,8 @@ def _h_crashed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
     sig = m.group(1)
     name = sig if sig.startswith("SIG") else _SIGNALS.get(sig, "")
-    if name and not any(ln is s.line for _, ln in p.log.crashed):
-        p.log.crashed.append((name, s.line))
+    if name:
+        _once_tagged(p.log.crashed, (name, s.line))
 
 
 def _h_nccl_frame(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1065,8 +1071,7 @@ def _h_driver(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 def _h_xid(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     xid = int(m.group(1)) if m is not None and m.lastindex else 79
-    if not any(ln is s.line for _, ln in p.log.xids):
-        p.log.xids.append((xid, s.line))
+    _once_tagged(p.log.xids, (xid, s.line))
 
 
 def _h_driver_unusable(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1101,8 +1106,7 @@ def _h_version_mismatch(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 def _h_torch_cuda(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     """PyTorch's 'CUDA error: <message>' (c10/cuda), the CUDA failure without NCCL's WARN."""
     assert m is not None
-    if not any(ln is s.line for *_, ln in p.log.cuda_failures):
-        p.log.cuda_failures.append((None, m.group(1).strip(), "torch", s.line))
+    _once_tagged(p.log.cuda_failures, (None, m.group(1).strip(), "torch", s.line))
 
 
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1419,12 +1423,12 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Failed to load CUDA missing symbol", _h_driver),
     Pattern("some PFN functions not found", _h_driver),
     Pattern("NVIDIA driver on your system is too old", _h_driver),
-    # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
-    # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
     # the driver's fault reports in the kernel log ('NVRM: Xid (PCI:0000:3b:00): 79, ...')
     Pattern("Xid", _h_xid, _c(r"NVRM: Xid \((?:PCI:)?[0-9A-Fa-f:.]{1,20}\):? ?(\d{1,3})\b")),
     Pattern("fallen off the bus", _h_xid),
     Pattern("Unable to determine the device handle", _h_xid),
+    # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
+    # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
     Pattern("Driver/library version mismatch", _h_driver_unusable),
     Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
     Pattern("Failed to find CUDA library", _h_driver_unusable),

@@ -31,7 +31,7 @@ def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
     ) or [first.rstrip()]
 
 
-def _short(name: str, most: int = 32) -> str:
+def _short(name: str, most: int) -> str:
     """A file name cut in the middle, so that a quote keeps room for the line it quotes."""
     if len(name) <= most:
         return name
