@@ -211,13 +211,15 @@ def _toml_entries(flat: _files.Flat, path: str) -> list[Entry]:
 def _script_entries(script: shell.Script, path: str) -> tuple[list[Entry], list[str]]:
     megatron_job = any(f.name in megatron.CORE_KEYS for f in script.flags)
     entries: list[Entry] = []
-    notes = [f"{path}:{line}: {text}" for line, text in script.notes]
+    # named as the report names every source: the file, not the path it was given by
+    name = Path(path).name
+    notes = [f"{name}:{line}: {text}" for line, text in script.notes]
     for f in script.flags:
         src = Source(path, f.line, f.raw, _short(f.text))
         value: Any = f.values[0] if f.values else True
         if f.conditional:
             notes.append(
-                f"{path}:{f.line}: {f.raw} is inside an if-branch bandwall cannot evaluate; "
+                f"{name}:{f.line}: {f.raw} is inside an if-branch bandwall cannot evaluate; "
                 "read as if taken"
             )
         if f.program in ("torchrun", "srun", "deepspeed", "mpirun", "accelerate"):
