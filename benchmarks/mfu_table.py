@@ -2,8 +2,9 @@
 
     python benchmarks/mfu_table.py            # markdown table for docs/model.md
 
-MFU is counted one way for every row, whatever the source used: 6 × parameters a token uses +
-12 × layers × heads × head_dim × seq_len (PaLM appendix B, full attention) per token, over the
+MFU is counted one way for every row, whatever the source used, the way `plan` counts it: 6 ×
+matmul parameters a token uses + 6 × layers × heads × head_dim × seq_len (causal attention
+counted once, as Megatron-Bridge and Meta count; PaLM appendix B counts 12×) per token, over the
 dense bf16 peak of the GPU (fp8 runs too, so the columns compare). The published figure is
 converted from the run's measured step time (`measured_step_s`, itself converted from the
 source's tokens/s or TFLOP/s by the formula in the row's `conversion` column). Split: fit rows
@@ -16,6 +17,7 @@ import sys
 
 from bandwall.catalog import Precision, load_catalog
 from bandwall.measure.calibrate.runs import load_runs, request_for_run
+from bandwall.model.compute import model_flops_per_sample
 from bandwall.planning.api import evaluate_points
 
 
@@ -29,7 +31,8 @@ def rows() -> list[dict[str, object]]:
         w, m, _ = evaluate_points(req, {})
         metrics = m.row(0)
         gpus = int(metrics["gpus"])
-        flops = metrics["global_batch"] * w.flops_per_token * w.seq_len  # type: ignore[union-attr]
+        # causal attention counted once, as `plan` counts MFU (compute.model_flops_per_sample)
+        flops = metrics["global_batch"] * model_flops_per_sample(w)
         peak = cat.gpu(str(req.gpu)).peak_flops(Precision.BF16) * gpus
         out.append(
             {

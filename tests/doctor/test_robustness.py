@@ -178,3 +178,27 @@ def test_explicit_bad_path_is_a_config_error(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     with pytest.raises(ConfigError, match="no files"):
         diagnose([str(tmp_path / "d")])
+
+
+def test_a_folder_of_sources_is_not_read_as_logs(tmp_path: Path) -> None:
+    """NCCL's messages sit in its sources as string literals: a folder of code is not
+    evidence of a run (it raised hundreds of findings), so doctor skips it and says so, and a
+    source named explicitly is still read."""
+    src = Path(__file__).resolve().parents[2] / "src" / "bandwall" / "measure" / "doctor"
+    code = tmp_path / "code"
+    code.mkdir()
+    for f in sorted(src.glob("*.py"))[:6]:
+        (code / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+    only_code = doctor(str(code))
+    assert only_code.returncode == 2, only_code.stderr
+    assert only_code.stderr.count("\n") == 1
+    assert (
+        "no logs in" in only_code.stderr
+        and "6 source, document or image file(s)" in only_code.stderr
+    )
+    (code / "rank0.log").write_text(GDR_LOG.read_text(encoding="utf-8"), encoding="utf-8")
+    d = diagnose([str(code)])
+    assert [i.path for i in d.job.inputs] == [str(code / "rank0.log")]
+    assert any("6 source, document or image file(s)" in n for n in d.job.notes)
+    named = diagnose([str(code / sorted(p.name for p in code.glob("*.py"))[0])])
+    assert len(named.job.inputs) == 1

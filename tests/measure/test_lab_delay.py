@@ -124,7 +124,9 @@ def test_window_bound_streams_and_their_gain(bench: validate.Bench) -> None:
 
 def test_loss_bound_streams_follow_mathis(bench: validate.Bench) -> None:
     """0.1% random loss at 50 ms RTT, 4 streams: Mathis et al. per stream, times 4. One
-    stream swings ±25% between runs (a few dozen loss events), four average out.
+    stream swings ±25% between runs (a few dozen loss events), four average out. 20 s of
+    measurement (~60 loss events): 8 s (~25) fell outside 25% in about one CI run in eight
+    (-27.1% once), with no change to the lab or the model.
 
     Mathis' rate is inversely proportional to the RTT, and the delay line is a userspace
     process on the 2 shared cores: under load it adds its own queueing to the 50 ms asked
@@ -133,7 +135,7 @@ def test_loss_bound_streams_follow_mathis(bench: validate.Bench) -> None:
     bench.rate = "100mbit"
     rtt_s = float(np.median(bench.ping(0.025, 0.0, count=40)))
     assert 0.050 <= rtt_s <= 0.065, rtt_s
-    got = bench.streams(0.025, [4], loss=0.001, warmup_s=2.0, seconds=8.0)
+    got = bench.streams(0.025, [4], loss=0.001, warmup_s=2.0, seconds=20.0)
     window = validate.autotuned_window_bytes()
     link = validate.LabLink(0.1, rtt_s / 2, 0.0, loss=0.001, window_bytes=window)
     err = validate.error(validate.predict_stream_Bps(link, 4), got[4])

@@ -949,7 +949,11 @@ class StepTerms:
     exposed_comm_s: Any
     step_s: Any
     flops: Any
-    """Model FLOPs of the whole step (all GPUs; full attention, the PaLM convention)."""
+    """FLOPs of the whole step counting full attention (PaLM appendix B): what the power
+    model's utilisation was fitted with."""
+    model_flops: Any
+    """Model FLOPs of the whole step for MFU: causal attention counted once (Megatron-Bridge,
+    Meta; `compute.model_flops_per_sample`)."""
     tokens: Any
 
 
@@ -986,6 +990,7 @@ def _step(
         exposed_comm_s=exposed,
         step_s=compute_s + overlap_s + exposed + pipe.bubble_s + straggler,
         flops=d.gb * compute.training_flops_per_sample(w),
+        model_flops=d.gb * compute.model_flops_per_sample(w),
         tokens=d.gb * d.tokens_per_sample,
     )
 
@@ -1185,8 +1190,8 @@ def _metrics(
         "comm_efficiency": put(np.true_divide, step.compute_s, s),
         "compute_utilisation": put(np.subtract, 1, dpt.dp_s / s),
         "outer_sync_s": dpt.outer_s,
-        "mfu": put(np.true_divide, step.flops, s * d.n * cl.peak_flops),
-        "tflops_per_gpu": put(np.true_divide, step.flops / (s * d.n), 1e12),
+        "mfu": put(np.true_divide, step.model_flops, s * d.n * cl.peak_flops),
+        "tflops_per_gpu": put(np.true_divide, step.model_flops / (s * d.n), 1e12),
         "tokens_per_s": put(np.true_divide, step.tokens, s),
         "samples_per_s": put(np.true_divide, d.gb, s),
         "dp_bytes_per_gpu": dpt.dp_bytes_per_gpu,

@@ -9,6 +9,7 @@ the request field it is about. `plan`, `sweep`, the layout search, `scale`, `com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -179,6 +180,28 @@ RULE_FIELD = {
 }
 
 
+def _not_divisible(n: int, degrees: dict[str, int]) -> LayoutError:
+    """GPUs not divisible by tp×pp×cp: a degree that alone does not divide the GPUs is the one
+    to change (`--pp 1000` on 64 GPUs), with the values it can take; otherwise the count."""
+    for name, d in degrees.items():
+        rest = math.prod(v for k, v in degrees.items() if k != name)
+        if n % d and n % rest == 0:
+            m = n // rest
+            small = [k for k in range(1, math.isqrt(m) + 1) if m % k == 0]
+            fits = sorted({*small, *(m // k for k in small)})
+            shown = ", ".join(map(str, fits[:12])) + (", ..." if len(fits) > 12 else "")
+            return LayoutError(
+                f"{d:,} does not divide the {n:,} GPUs"
+                + (f" left by the other degrees ({n // rest:,})" if rest > 1 else "")
+                + f"; {name} can be {shown}",
+                field=name,
+            )
+    tp, pp, cp = degrees["tp"], degrees["pp"], degrees["cp"]
+    return LayoutError(
+        f"{n} is not divisible by tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp}", field="gpus"
+    )
+
+
 def explain(  # noqa: C901
     rule: int,
     w: Workload,
@@ -200,9 +223,7 @@ def explain(  # noqa: C901
             field="tp",
         )
     if r is Rule.GPUS_DIVISIBLE:
-        return LayoutError(
-            f"{n} is not divisible by tp×pp×cp = {tp}×{pp}×{cp} = {tp * pp * cp}", field="gpus"
-        )
+        return _not_divisible(n, {"pp": pp, "cp": cp, "tp": tp})
     if r is Rule.TP_NEEDS_SCALE_UP:
         return LayoutError(
             f"{tp} needs a scale-up fabric inside a node, but the nodes here hold 1 GPU; use "

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
+from bandwall.model.compute import model_flops_per_sample, training_flops_per_sample
 from bandwall.planning.api import plan
 from bandwall.planning.request import make_request
 from bandwall.workloads import custom_transformer
@@ -173,13 +174,13 @@ def request_for(row: dict[str, str], stack: SourceStack) -> Any:
 
 
 def _convention_tflops(p: Any, stack: SourceStack) -> float:
-    """The plan's TFLOP/s per GPU counted the way the source counts them."""
-    w = p.workload
-    flops = p.metrics["tflops_per_gpu"]
-    if stack.causal_flops_half:
-        attention = 12 * w.layers * w.heads * w.head_dim * w.seq_len
-        flops *= (w.flops_per_token - attention / 2) / w.flops_per_token
-    return float(flops)
+    """The plan's TFLOP/s per GPU counted the way the source counts them (the plan counts
+    causal attention once; a source counting the full score matrix gets it back)."""
+    flops = float(p.metrics["tflops_per_gpu"])
+    if not stack.causal_flops_half:
+        w = p.workload
+        flops *= training_flops_per_sample(w) / model_flops_per_sample(w)
+    return flops
 
 
 def validate_published(

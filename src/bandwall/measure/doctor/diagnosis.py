@@ -39,6 +39,15 @@ _RULE_ORDER = {r.code: i for i, r in enumerate(RULES)}
 #: An input with fewer lines than this is an excerpt: findings say what is missing.
 EXCERPT_LINES = 20
 SIDECARS = (".source", ".md")
+#: Files a folder is not read for: program sources, documents and images hold the messages
+#: the rules look for as string literals, not as evidence of a run (a folder of NCCL's own
+#: sources read as logs raised hundreds of findings). Named explicitly, they are still read.
+NOT_EVIDENCE = frozenset(
+    (  # noqa: SIM905 (one line per family reads better than 34)
+        ".py .pyi .pyx .pxd .ipynb .pyc .c .h .cc .cpp .cxx .hpp .hh .cu .cuh .rs .go .java .js "
+        ".ts .rst .tex .html .css .png .jpg .jpeg .gif .svg .pdf .so .o .a .whl"
+    ).split()
+)
 
 
 @dataclass
@@ -230,9 +239,10 @@ def _trace_json(tr: Any) -> dict[str, Any]:
 # --- 1. inputs ----------------------------------------------------------------------------------
 
 
-def expand(paths: list[str]) -> list[Path]:
-    """Files under each path (folders recursively, sorted; hidden files and .source/.md
-    sidecars skipped there; a file named explicitly is always read, after safeio's checks)."""
+def expand(paths: list[str], skipped: list[Path] | None = None) -> list[Path]:
+    """Files under each path (folders recursively, sorted; hidden files, .source/.md sidecars
+    and NOT_EVIDENCE files skipped there, appended to `skipped`; a file named explicitly is
+    always read, after safeio's checks)."""
     out: list[Path] = []
     for text in paths:
         if not text.strip():  # Path("") is the current folder: never read what was not named
@@ -243,7 +253,7 @@ def expand(paths: list[str]) -> list[Path]:
             )
         p = Path(text)
         if p.is_dir() and not p.is_symlink():
-            out += sorted(
+            found = sorted(
                 f
                 for f in p.rglob("*")
                 if f.is_file()
@@ -251,12 +261,22 @@ def expand(paths: list[str]) -> list[Path]:
                 and f.suffix not in SIDECARS
                 and not any(part.startswith(".") for part in f.relative_to(p).parts)
             )
+            out += [f for f in found if f.suffix.lower() not in NOT_EVIDENCE]
+            if skipped is not None:
+                skipped += [f for f in found if f.suffix.lower() in NOT_EVIDENCE]
         elif p.exists() or p.is_symlink():
             out.append(check_input(p, field="paths"))
         else:
             raise ConfigError(f"{text!r} is neither a file nor a folder", field="paths")
     if not out:
-        raise ConfigError("no files to read in " + ", ".join(map(repr, paths)), field="paths")
+        what = ", ".join(map(repr, paths))
+        if skipped:
+            raise ConfigError(
+                f"no logs in {what}: {len(skipped):,} source, document or image file(s) "
+                "skipped; name a file to read it anyway",
+                field="paths",
+            )
+        raise ConfigError("no files to read in " + what, field="paths")
     return out
 
 
@@ -580,8 +600,14 @@ def diagnose(
             "ranks": ranks,
         }
     )
-    for path in expand(paths):
+    skipped: list[Path] = []
+    for path in expand(paths, skipped):
         _read(path, job)
+    if skipped:
+        job.notes.append(
+            f"{len(skipped):,} source, document or image file(s) in the folder(s) not read "
+            f"(e.g. {skipped[0].name}); name a file to read it anyway"
+        )
     _traces(job)
     _compare_tests(job)
     training.compare(job, request, {"gpu": gpu} if gpu else {})

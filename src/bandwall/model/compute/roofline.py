@@ -197,6 +197,17 @@ def model_flops_per_token(w: Workload, *, causal: bool) -> float:
     return w.flops_per_token - attention * (0.5 if causal else 0.0)
 
 
+def model_flops_per_sample(w: Workload) -> float:
+    """Model FLOPs of one sample for MFU: causal attention counted once, the FLOPs a causal
+    kernel runs. Megatron-Bridge's performance summary (its 25.11 H100 Llama 3 8B row: 744
+    TFLOP/s at 14,451 tokens/s is 5.15e10 FLOP/token, the causal count), Meta's Llama 3 paper
+    (Table 4, docs/model.md) and FlashAttention's benchmarks count this way; PaLM's appendix B
+    and torchtitan count the full score matrix (`training_flops_per_sample`)."""
+    if isinstance(w, Transformer):
+        return model_flops_per_token(w, causal=True) * w.seq_len
+    return w.flops_per_sample
+
+
 def training_flops_per_sample(w: Workload) -> float:
     """FLOPs of forward + backward for one sample (a sequence, or an image), counting the
     full attention score matrix (the Megatron/PaLM convention)."""
