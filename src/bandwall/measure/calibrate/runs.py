@@ -124,8 +124,9 @@ def _attention_kernel(row: dict[str, str]) -> str | None:
     """The attention kernel a row's stack text names, when it differs from its stack's
     default: MaxText on GPU runs cuDNN flash attention through TransformerEngine (FA3-class on
     Hopper), not PyTorch SDPA's FA2 like the other FSDP-style stacks."""
-    text = _cell(row, "stack_version").lower()
-    if "cudnn flash" in text and _cell(row, "gpu").startswith(("H100", "H200", "H800")):
+    text = (_cell(row, "stack_version") + " " + _cell(row, "notes")).lower()
+    cudnn = "cudnn flash" in text or "cudnn_flash" in text  # MaxText's attention=cudnn_flash_te
+    if cudnn and _cell(row, "gpu").startswith(("H100", "H200", "H800")):
         return "fa3"
     return None
 
