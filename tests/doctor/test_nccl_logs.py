@@ -59,6 +59,9 @@ EXPECTED: dict[str, tuple[str | None, str]] = {
     "jade-hpc-194-node-uncorrectable-ecc.log": (None, "gpu_xid"),
     "pytorch-85300-torchrun-reverse-dns-rdzv.log": (None, "bootstrap_unreachable"),
     "pipedream-76-docker-default-shm-bus-error.log": (None, "shm_space"),
+    # the seventh fresh set (2026-12-05), scored before this rule and pattern existed
+    "nccl-1524-roce-mtu-mismatch-local-access-violation.log": (None, "ib_mtu"),
+    "nccl-tests-219-socket-ifname-differs-per-node.log": (None, "socket_ifname"),
 }
 
 #: healthy logs whose warnings the maintainers called harmless (from their .source)
@@ -66,6 +69,7 @@ HEALTHY = [
     "nccl-259-healthy-no-plugin-info.log",
     "heat-1003-healthy-c10d-ipv6-warnings.log",
     "nccl-tests-119-healthy-2node-4x200g-allreduce.log",
+    "nccl-1292-healthy-net-plugin-symbol-info.log",
 ]
 
 
@@ -313,3 +317,22 @@ def test_one_process_listing_every_rank_is_one_node() -> None:
         for f in diagnose([str(LOGS / "nccl-tests-287-rtx5090-nccl-2251-too-old.log")]).findings
     }
     assert "socket_fallback" not in codes
+
+
+def test_a_local_length_error_is_an_mtu_mismatch_and_flushes_are_its_consequence(
+    tmp_path: Path,
+) -> None:
+    """Status 1 (IBV_WC_LOC_LEN_ERR) is what a receive QP with a smaller path MTU reports
+    (upstream fix 9f3c41dd); the flushes (status 5) that follow a QP access error are its
+    consequence, not a second cause (NVIDIA/nccl#1524)."""
+    p = tmp_path / "status1.log"
+    p.write_text(
+        "h1:7:9 [0] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer "
+        "10.0.0.2<4000> with status=1 opcode=128 len=0 vendor err 105 (Recv) localGid "
+        "::ffff:10.0.0.1 remoteGids::ffff:10.0.0.2\n",
+        encoding="utf-8",
+    )
+    top = diagnose([str(p)]).findings[0]
+    assert top.code == "ib_mtu" and "status 1 (local length error)" in top.reason
+    flushed = diagnose([str(LOGS / "nccl-1524-roce-mtu-mismatch-local-access-violation.log")])
+    assert "ib_link_error" not in [f.code for f in flushed.findings]

@@ -872,6 +872,20 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 LIKELY,
             )
         )
+    internal = job.all("internal_errors")
+    if not hits and internal and job.multi_node and not any(log.records for log in job.logs):
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(internal),
+                "NCCL before 2.19 returns 'internal error' when bootstrap finds no socket "
+                "interface ('Bootstrap : no socket interface found', src/bootstrap.cc), as when "
+                f"{setting} names an interface one host does not have (NVIDIA/nccl-tests#219)",
+                POSSIBLE,
+                missing="the run with NCCL_DEBUG=INFO: the 'Bootstrap : Using' line or the "
+                "WARN of every host",
+            )
+        )
     if not hits and job.multi_node:
         bad: list[tuple[str, Line]] = []
         for log in job.logs:
@@ -1101,7 +1115,9 @@ def _ib_link_error(job: Job) -> list[Hit]:
             )
         ]
     flushed = [ln for ln in _completion_lines(job, {5, -1}) if id(ln) not in unreach]
-    if flushed:
+    # a QP access error flushes the QP's pending work: the flush is ib_mtu's consequence
+    qp_error = any("access violation" in e.lower() for e, _ in events)
+    if flushed and not qp_error:
         return [
             Hit(
                 "ib_link_error",
@@ -1123,6 +1139,29 @@ def _ib_link_error(job: Job) -> list[Hit]:
             )
         ]
     return []
+
+
+@detector("ib_mtu")
+def _ib_mtu(job: Job) -> list[Hit]:
+    access = [ln for e, ln in job.all("async_events") if "access violation" in e.lower()]
+    length = _completion_lines(job, {1})
+    if not access and not length:
+        return []
+    return [
+        Hit(
+            "ib_mtu",
+            first(access + length, 2),
+            (
+                "the NIC reports a local access violation on the work queue"
+                if access
+                else "work completions failed with status 1 (local length error)"
+            )
+            + ": the message did not fit what the QP accepts, most often two ports with "
+            "different MTUs (NCCL 2.20 stopped clamping to the smaller; NVIDIA/nccl#1524)",
+            LIKELY,
+            missing="`ibv_devinfo -v` active_mtu on both hosts",
+        )
+    ]
 
 
 @detector("ib_qp_unreachable")

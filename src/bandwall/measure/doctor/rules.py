@@ -227,6 +227,31 @@ RULES: tuple[Rule, ...] = (
         ),
         confirm="`show_gids` on both hosts and the 'GID' in NCCL's NET/IB INFO lines",
     ),
+    Rule(
+        code="ib_mtu",
+        mechanism=Mechanism.IB_VERBS,
+        title="IB/RoCE QP access or length error: the two ends' MTUs (or a registration) disagree",
+        severity=Severity.CRITICAL,
+        when="the NIC raises IBV_EVENT_QP_ACCESS_ERR ('local access violation work queue "
+        "error') or work completions fail with status 1 (IBV_WC_LOC_LEN_ERR, a message longer "
+        "than the receive side's path MTU allows)",
+        impact="the QP goes to the error state: its pending work is flushed (status 5) and the "
+        "job fails or hangs at the first large transfer",
+        impact_source="NVIDIA/nccl#1524 (servers with different port MTUs; NCCL 2.20 stopped "
+        "clamping the QP MTU to the smaller end's); upstream fix 9f3c41dd 'Fix IB MTU mismatch "
+        "causing NCCL hang and IBV_WC_LOC_LEN_ERR' (src/transport/net_ib/connect.cc)",
+        checks=(
+            "`ibv_devinfo -v | grep -E 'hca_id|active_mtu'` on every node: the same active MTU "
+            "on all ports NCCL uses",
+            "the switch ports' MTU (RoCE: the interface MTU, e.g. 9000 everywhere or 1500 "
+            "everywhere)",
+        ),
+        fixes=(
+            "give every node and switch port the same MTU (RoCE: set the interfaces' MTU alike)",
+            "or run an NCCL with the MTU clamp (before 2.20, or one with upstream fix 9f3c41dd)",
+        ),
+        confirm="`ibv_devinfo -v` active_mtu of the ports on both hosts of the failing pair",
+    ),
     # --- GPUDirect RDMA -----------------------------------------------------------------------
     Rule(
         code="gdr_off",
