@@ -68,6 +68,14 @@ def test_doctor_json_holds_the_comparison_and_a_finding(run_cli) -> None:  # typ
         )
     gains = [c["model_gain_s"] for c in t["changes"]]
     assert gains == sorted(gains, reverse=True)
+    # torchtitan's logged MFU counts full attention (6N + 12·l·h·q·t); the model's MFU beside
+    # it is counted the same way, so MFU × step (FLOPs over peak) agrees on both sides: the
+    # plan's own causal count would read 12% lower at 8k tokens
+    mfu = next(r for r in t["rows"] if r["metric"] == "MFU")
+    assert "full attention" in mfu["basis"]
+    assert mfu["measured"] * t["measured_step_s"] == pytest.approx(
+        mfu["model"] * t["predicted"]["step_time_s"], rel=0.01
+    )
 
 
 def test_doctor_bloom_megatron_log(run_cli) -> None:  # type: ignore[no-untyped-def]

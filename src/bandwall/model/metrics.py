@@ -32,8 +32,9 @@ ASSUMPTIONS = [
     "Compute: each layer priced kernel by kernel (GEMMs by shape and wave, FlashAttention by "
     "generation, memory-bound element-wise ops, launches by stack), times one in-step "
     "efficiency per precision fitted on a third of published runs (docs/model.md); MFU counts "
-    "6 x matmul parameters + 12 x layers x heads x head_dim x seq_len FLOPs per token (PaLM "
-    "appendix B); CNNs use measured per-sample FLOPs x 3.",
+    "6 x matmul parameters + 6 x layers x heads x head_dim x seq_len FLOPs per token (causal "
+    "attention counted once, as Megatron-Bridge and Meta count; PaLM appendix B counts 12 x); "
+    "CNNs use measured per-sample FLOPs x 3.",
     "Rank order tp-cp-ep-dp-pp (Megatron-LM): TP inside a node, PP outermost; each group gets "
     "its share of its node's NICs.",
     "TP: 4 all-reduce-equivalents of the micro-batch activations per layer (forward and "
@@ -175,7 +176,8 @@ class Metrics:
     outer_sync_s: FloatArray
     """DiLoCo's outer synchronisation per inner step (inside dp_s)."""
     mfu: FloatArray
-    """Model FLOPs per second over the dense peak of all GPUs."""
+    """Model FLOPs per second over the dense peak of all GPUs, causal attention counted once
+    (compute.model_flops_per_sample)."""
     mfu_p10: FloatArray
     mfu_p90: FloatArray
     tflops_per_gpu: FloatArray
