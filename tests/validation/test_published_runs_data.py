@@ -369,3 +369,18 @@ def test_maxtext_rows_run_cudnn_flash_attention() -> None:
     rows = {r["stack"]: r for r in load_runs() if r["gpu"].startswith("H100")}
     assert request_for_run(rows["maxtext"]).attention_kernel == "fa3"
     assert request_for_run(rows["torchtitan"]).attention_kernel is None
+
+
+def test_moe_rows_without_expert_tp_take_their_sources_default() -> None:
+    """Megatron-Bridge's recipes set expert_tensor_parallel_size=1; Megatron-Core's own
+    default is the TP size (core 0.6, FlagPerf's Mixtral, split experts over TP): replicating
+    Mixtral's experts over tp 8 priced 167 GB per GPU for a run that fit in 80 GiB."""
+    from bandwall.measure.calibrate.runs import load_runs, request_for_run
+
+    rows = {r["id"]: r for r in load_runs()}
+    mixtral = request_for_run(rows["flagperf-mixtral-8x7b-h100-tp8pp2-bf16-32"])
+    assert (mixtral.tp, mixtral.etp) == (8, 8)
+    bridge = request_for_run(rows["mbridge2511-qwen3-235b-a22b-h100-fp8cs-256"])
+    assert (bridge.tp, bridge.etp) == (2, 1)
+    dense = request_for_run(rows["sc21-gpt-3.6b-a100-64"])
+    assert dense.tp > 1 and dense.etp == 1

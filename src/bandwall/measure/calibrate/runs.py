@@ -182,6 +182,19 @@ def _micro_batch(row: dict[str, str], stack: str) -> int:
     return 1
 
 
+def _expert_tp(row: dict[str, str], tp: int) -> int:
+    """The expert tensor-parallel size: the row's, else Megatron-Bridge's recipes' 1 (experts
+    folded over tp x dp, set in every recipe), else Megatron-Core's default, the TP size
+    (arguments.py: expert_tensor_parallel_size defaults to tensor_model_parallel_size; before
+    core 0.10 experts were always split over the TP group)."""
+    given = _int(row, "etp")
+    if given:
+        return given
+    if (_int(row, "experts") or 1) <= 1:
+        return 1  # dense: no experts to split
+    return 1 if "megatron-bridge" in _cell(row, "source").lower() else tp
+
+
 def request_for_run(row: dict[str, str]) -> PlanRequest:
     """The plan request that reproduces one published run (layout fixed as published)."""
     stack, zero = STACKS.get(_cell(row, "stack"), ("megatron", 1))
@@ -202,9 +215,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "pp": _int(row, "pp") or 1,
         "cp": _int(row, "cp") or 1,
         "ep": _int(row, "ep") or 1,
-        # the MoE rows are Megatron-Bridge recipes (expert_tensor_parallel_size=1: experts
-        # folded over tp x dp) and DeepSeek-V3 (no TP)
-        "etp": _int(row, "etp") or 1,
+        "etp": _expert_tp(row, tp),
         "virtual_stages": _int(row, "virtual_stages") or 1,
         "zero": _int(row, "zero") if _cell(row, "zero") else zero,
         "micro_batch": _micro_batch(row, stack),
