@@ -33,7 +33,7 @@ IN_STEP_EFFICIENCY = 0.861
 #: Share of their microbenchmark rate fp8 GEMMs keep inside a step, beyond the above: the
 #: scaling bookkeeping (amax history, scale updates), fp8 transposes for the backward GEMMs and
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out.
-FP8_GEMM_IN_STEP_EFFICIENCY = 0.986
+FP8_GEMM_IN_STEP_EFFICIENCY = 0.989
 #: IN_STEP_EFFICIENCY of an architecture with at least MIN_ARCH_RUNS dense 16-bit fit runs,
 #: fitted on those alone: how far a step falls short of the GEMM anchors differs by
 #: generation (an H100 at 700 W runs its tensor cores into the power limit, where the short
@@ -43,11 +43,11 @@ IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {"ampere": 0.98, "hopper": 0.822}
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1133, 0.2312, 58),
+    "pooled": (-0.1503, 0.2583, 63),
     "16-bit/dense": (-0.0826, 0.1544, 25),
-    "16-bit/moe": (0.0103, 0.197, 2),
-    "fp8/dense": (-0.1195, 0.2575, 25),
-    "fp8/moe": (-0.1739, 0.203, 6),
+    "16-bit/moe": (-0.0632, 0.758, 4),
+    "fp8/dense": (-0.1369, 0.2598, 26),
+    "fp8/moe": (-0.2839, 0.2649, 8),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs
@@ -55,7 +55,7 @@ STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
 #: report names it the "compute wall": small per-expert GEMMs that underfill the tensor
 #: cores, many kernel launches and host-bound token bookkeeping (NVIDIA, "Scalable Training
 #: of Mixture-of-Experts Models with Megatron Core", arXiv 2603.07685, 2026, §1).
-MOE_EXPERT_IN_STEP_EFFICIENCY = 0.587
+MOE_EXPERT_IN_STEP_EFFICIENCY = 0.554
 # END GENERATED
 
 
