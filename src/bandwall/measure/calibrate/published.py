@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
-from bandwall.model.compute import model_flops_per_sample, training_flops_per_sample
+from bandwall.model.compute import full_attention_ratio
 from bandwall.planning.api import plan
 from bandwall.planning.request import make_request
 from bandwall.workloads import custom_transformer
@@ -178,8 +178,7 @@ def _convention_tflops(p: Any, stack: SourceStack) -> float:
     causal attention once; a source counting the full score matrix gets it back)."""
     flops = float(p.metrics["tflops_per_gpu"])
     if not stack.causal_flops_half:
-        w = p.workload
-        flops *= training_flops_per_sample(w) / model_flops_per_sample(w)
+        flops *= full_attention_ratio(p.workload)
     return flops
 
 

@@ -1116,8 +1116,7 @@ def _ib_link_error(job: Job) -> list[Hit]:
         ]
     flushed = [ln for ln in _completion_lines(job, {5, -1}) if id(ln) not in unreach]
     # a QP access error flushes the QP's pending work: the flush is ib_mtu's consequence
-    qp_error = any("access violation" in e.lower() for e, _ in events)
-    if flushed and not qp_error:
+    if flushed and not _lines(job, "access_violation"):
         return [
             Hit(
                 "ib_link_error",
@@ -1143,7 +1142,7 @@ def _ib_link_error(job: Job) -> list[Hit]:
 
 @detector("ib_mtu")
 def _ib_mtu(job: Job) -> list[Hit]:
-    access = [ln for e, ln in job.all("async_events") if "access violation" in e.lower()]
+    access = _lines(job, "access_violation")
     length = _completion_lines(job, {1})
     if not access and not length:
         return []

@@ -237,13 +237,13 @@ def _range(metrics: dict[str, float], key: str) -> tuple[float, float] | None:
 
 
 def _metrics(plan: Any) -> dict[str, float]:
-    from bandwall.model.compute import model_flops_per_sample, training_flops_per_sample
+    from bandwall.model.compute import full_attention_ratio
 
     m = dict(plan.metrics)
     w = plan.workload
     m["seq_len"] = float(getattr(w, "seq_len", 0) or 0)
     # the plan counts causal attention once; torchtitan's logged mfu/tflops count it in full
-    m["full_attention_ratio"] = training_flops_per_sample(w) / model_flops_per_sample(w)
+    m["full_attention_ratio"] = full_attention_ratio(w)
     return m
 
 

@@ -208,6 +208,12 @@ def model_flops_per_sample(w: Workload) -> float:
     return w.flops_per_sample
 
 
+def full_attention_ratio(w: Workload) -> float:
+    """How much higher an MFU or TFLOP/s reads counting the full score matrix (PaLM,
+    torchtitan) than counting causal attention once (`model_flops_per_sample`)."""
+    return training_flops_per_sample(w) / model_flops_per_sample(w)
+
+
 def training_flops_per_sample(w: Workload) -> float:
     """FLOPs of forward + backward for one sample (a sequence, or an image), counting the
     full attention score matrix (the Megatron/PaLM convention)."""
