@@ -9,7 +9,7 @@ the held-out runs.
 The fit set is the fit third of `published_runs.csv` (sha256(id) % 3 == 0, fixed before any
 evaluation) and the five fit rows of Korthikanti et al. 2022 Table 5 (the three of
 `TEST_IDS` are held out, as they always were). Only these set anything: IN_STEP_EFFICIENCY
-(pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS 16-bit fit runs),
+(pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS dense fit runs),
 FP8_GEMM_IN_STEP_EFFICIENCY, MOE_EXPERT_IN_STEP_EFFICIENCY (each bisected so the median
 signed log error of its group is zero, alternated)
 and the residual quantiles of model/calibration.py, which come from a 5-fold
@@ -118,12 +118,14 @@ def arch_of(gpu: str) -> str:
 def fitted_archs(
     fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
 ) -> list[str]:
-    """Architectures with at least MIN_ARCH_RUNS dense 16-bit fit runs (Korthikanti's A100
-    included): each gets its own in-step efficiency, fitted on those runs."""
+    """Architectures with at least MIN_ARCH_RUNS dense fit runs of either format
+    (Korthikanti's A100 included): each gets its own in-step efficiency, fitted on those runs
+    (fp8 runs priced with the fp8 constant; a generation whose published runs are mostly fp8,
+    as Blackwell's are, is fitted on what it has rather than borrowing Hopper's pool)."""
     gpus = [
         r.gpu
         for r in all_results(fit_rows)
-        if r.split == "fit" and r.id not in exclude and r.precision != "fp8" and not r.moe
+        if r.split == "fit" and r.id not in exclude and not r.moe
     ]
     counts = collections.Counter(arch_of(g) for g in gpus)
     return sorted(a for a, n in counts.items() if n >= calibration.MIN_ARCH_RUNS)
@@ -133,10 +135,10 @@ def fit_constants(
     fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """The constants on the fit set, each so that the median signed log error of its group is
-    zero (no bias where it was fitted): the 16-bit runs of each architecture with enough of them
-    set its IN_STEP_EFFICIENCY_BY_ARCH entry, all 16-bit runs priced with one constant the
-    pooled IN_STEP_EFFICIENCY (the other architectures'), then the fp8 runs set
-    FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
+    zero (no bias where it was fitted): the dense runs (either format) of each architecture
+    with enough of them set its IN_STEP_EFFICIENCY_BY_ARCH entry, all dense runs priced with
+    one constant the pooled IN_STEP_EFFICIENCY (the other architectures'), then the fp8 runs
+    set FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
     MOE_EXPERT_IN_STEP_EFFICIENCY; dense runs set the first three and MoE runs only the
     last, so a MoE-specific loss is not spread over dense predictions; repeated until nothing
     moves. Runs in `exclude` are priced but set nothing (cross-validation's left-out fold)."""
@@ -155,10 +157,8 @@ def fit_constants(
 
         return residual
 
-    def sixteen_bit(arch: str | None) -> Callable[[RunResult], bool]:
-        return lambda r: (
-            not r.moe and r.precision != "fp8" and (arch is None or arch_of(r.gpu) == arch)
-        )
+    def dense(arch: str | None) -> Callable[[RunResult], bool]:
+        return lambda r: not r.moe and (arch is None or arch_of(r.gpu) == arch)
 
     for _ in range(3):
         before = {**values, BY_ARCH: dict(values[BY_ARCH])}
@@ -166,17 +166,15 @@ def fit_constants(
             values[BY_ARCH][arch] = bisect(
                 residual_for(
                     lambda x, a=arch: {**values, BY_ARCH: {**values[BY_ARCH], a: x}},
-                    sixteen_bit(arch),
+                    dense(arch),
                 ),
                 0.6,
                 1.2,
             )
-        # the pooled constant as if every architecture used it (fitted on all 16-bit runs, not
+        # the pooled constant as if every architecture used it (fitted on all dense runs, not
         # on the few whose architecture has no entry of its own)
         values["IN_STEP_EFFICIENCY"] = bisect(
-            residual_for(
-                lambda x: {**values, "IN_STEP_EFFICIENCY": x, BY_ARCH: {}}, sixteen_bit(None)
-            ),
+            residual_for(lambda x: {**values, "IN_STEP_EFFICIENCY": x, BY_ARCH: {}}, dense(None)),
             0.6,
             1.2,
         )
@@ -252,12 +250,13 @@ def generated_block(table: dict[str, tuple[float, float, int]], values: dict[str
     out = block.group(0)
     for name, value in values.items():
         if name == BY_ARCH:
-            text_value = "{" + ", ".join(f'"{a}": {v}' for a, v in sorted(value.items())) + "}"
+            entries = "".join(f'    "{a}": {v},\n' for a, v in sorted(value.items()))
+            replacement = f"{name}: dict[str, float] = {{\n{entries}}}"
             out = re.sub(
-                rf"^{name}: dict\[str, float\] = .*$",
-                f"{name}: dict[str, float] = {text_value}",
+                rf"^{name}: dict\[str, float\] = \{{.*?\}}$",
+                lambda _, r=replacement: r,
                 out,
-                flags=re.M,
+                flags=re.M | re.S,
             )
             continue
         out = re.sub(rf"^{name} = .*$", f"{name} = {value}", out, flags=re.M)

@@ -326,6 +326,38 @@ def test_sequence_parallel_activation_memory() -> None:
     assert plan_of(model="llama3-70b", gpus=64, tp=8).request.sequence_parallel
 
 
+def test_fp8_linears_keep_their_inputs_in_one_byte() -> None:
+    """TransformerEngine keeps each linear's input for the wgrad GEMM in fp8 (linear.py
+    `_Linear.forward`: `saved_inputmat_t = inputmat_t`): for a classic layer (h = hq, ffn 4h)
+    the QKV and FC1 inputs (h each, outside the TP region) and the projection and FC2 inputs
+    (h and 4h, inside) halve; the norms' inputs, Q/K/V and the FC1 output do not. 34 → 27·h
+    bytes per token with SP."""
+    w = custom_transformer(
+        layers=8, hidden=4096, heads=32, vocab=1000, seq_len=2048, gated_mlp=False
+    )
+    rep, shard = memory.activation_elements_per_token_layer(w, False, fp8_inputs=True)
+    assert (rep, shard) == (8 * 4096, 19 * 4096)
+    # the engine applies it to an fp8 Megatron run, not to torchao's float8 (fsdp2 stack)
+    mem = {
+        (prec, stack): plan_of(
+            model="llama3-8b",
+            gpus=8,
+            precision=prec,
+            stack=stack,
+            recompute="selective",
+            tp=1,
+            pp=1,
+            cp=2,
+            zero=2,
+            micro_batch=1,
+        ).metrics["memory_activations_bytes"]
+        for prec in ("bf16", "fp8")
+        for stack in ("megatron", "fsdp2")
+    }
+    assert mem[("fp8", "megatron")] < 0.9 * mem[("bf16", "megatron")]
+    assert mem[("fp8", "fsdp2")] == pytest.approx(mem[("bf16", "fsdp2")])
+
+
 def test_moe_activations_scale_with_top_k() -> None:
     w = get_workload("mixtral-8x7b")
     top1 = w.model_copy(update={"top_k": 1})

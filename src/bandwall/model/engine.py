@@ -401,9 +401,18 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         return MemoryTerms(weights, grads, optimizer, acts, zero, capacity, zero)
     full_share = _recompute_share(w, d, opt)
     selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
+    # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
+    # float8 (the fsdp2 stack) keeps them in bf16 and casts again in backward
+    fp8_inputs = cl.precision.value == "fp8" and opt.stack is not Stack.FSDP2
     over = memory.ALLOCATOR_OVERHEAD
     work = partial(
-        memory.working_set_bytes, w, d.tp, d.cp, d.mb, sequence_parallel=opt.sequence_parallel
+        memory.working_set_bytes,
+        w,
+        d.tp,
+        d.cp,
+        d.mb,
+        sequence_parallel=opt.sequence_parallel,
+        fp8_inputs=fp8_inputs,
     )
     stage_params = d.dense_local_params + d.expert_local_params
     layer_params = stage_params / np.maximum(d.layers_ps, 1.0)
@@ -440,6 +449,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
             with_logits=logits,
             full_share=full_share,
             selective_op=selective_op,
+            fp8_inputs=fp8_inputs,
         )
 
     # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,

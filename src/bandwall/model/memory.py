@@ -160,13 +160,23 @@ def optimizer_step_s(
     return params * ADAM_STEP_BYTES_PER_PARAM / hbm_Bps
 
 
-def activation_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[float, float]:
+def activation_elements_per_token_layer(
+    w: Transformer, moe_layer: bool, fp8_inputs: bool = False
+) -> tuple[float, float]:
     """Activation elements one layer stores per token for its backward, split into the part
     sequence parallelism shards over TP ranks and the part only TP shards (Korthikanti et al.
     2022, §4.1: 10·h + 24·h/t per token for a classic layer, 34·h/t with SP), generalised to
     GQA, gated MLPs and MoE (top-k experts plus shared ones per token).
 
-    Returns (replicated without SP, always TP-sharded), in 2-byte elements.
+    `fp8_inputs`: the linears keep their inputs for the weight-gradient GEMM in fp8, one byte
+    per element, as TransformerEngine does whenever the wgrad GEMM runs in fp8 (its
+    `_Linear.forward` saves the fp8 transposed input, `inputmat_t`, in 1.x and only the
+    column-wise quantized input in 2.x; LayerNormLinear and LayerNormMLP likewise) and as
+    DeepSeek-V3's framework does ("we cache the activations of the Linear operator in FP8",
+    arXiv 2412.19437 §3.3.2): the QKV, projection, FC1 and FC2 inputs halve; the norms' inputs,
+    Q/K/V for the attention kernel and the FC1 output the activation's backward reads stay 16-bit.
+
+    Returns (replicated without SP, always TP-sharded), in bytes.
     """
     h, hq, kv = float(w.hidden), float(w.heads * w.head_dim), float(w.kv_dim)
     gate = 2.0 if w.gated_mlp else 1.0
@@ -176,10 +186,11 @@ def activation_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tupl
         ffn = float(w.ffn or 4 * w.hidden)
     # outside the TP regions: 2 norms (input 2h each... counted in elements: h each ×2 bytes
     # below), the inputs of the QKV and FC1 GEMMs, and the two 1-byte dropout masks
-    replicated = 2 * h + h + h + 0.5 * h + 0.5 * h
+    gemm_in = 0.5 if fp8_inputs else 1.0  # a GEMM input kept for wgrad, in 2-byte elements
+    replicated = 2 * h + gemm_in * (h + h) + 0.5 * h + 0.5 * h
     # inside: Q, K, V, the attention output (input of the projection), the MLP's first GEMM
     # outputs and the activation's output (input of the second GEMM)
-    sharded = hq + 2 * kv + hq + gate * ffn + ffn
+    sharded = hq + 2 * kv + gemm_in * hq + gate * ffn + gemm_in * ffn
     return ACT_BYTES * replicated, ACT_BYTES * sharded
 
 
@@ -202,6 +213,7 @@ def transformer_activation_bytes(
     with_logits: bool = True,
     full_share: Any = None,
     selective_op: bool = False,
+    fp8_inputs: bool = False,
 ) -> tuple[Any, Any]:
     """Activation bytes on one pipeline stage and the share of its layers fully recomputed.
 
@@ -217,11 +229,12 @@ def transformer_activation_bytes(
     """
     seq = float(w.seq_len)
     moe_share = w.moe_layers / w.layers
-    per_layer = (
-        op_sac_elements_per_token_layer if selective_op else (activation_elements_per_token_layer)
-    )
-    rep_d, shard_d = per_layer(w, moe_layer=False)
-    rep_m, shard_m = per_layer(w, moe_layer=True)
+    if selective_op:
+        rep_d, shard_d = op_sac_elements_per_token_layer(w, moe_layer=False)
+        rep_m, shard_m = op_sac_elements_per_token_layer(w, moe_layer=True)
+    else:
+        rep_d, shard_d = activation_elements_per_token_layer(w, False, fp8_inputs)
+        rep_m, shard_m = activation_elements_per_token_layer(w, True, fp8_inputs)
     rep = (1 - moe_share) * rep_d + moe_share * rep_m
     shard = (1 - moe_share) * shard_d + moe_share * shard_m
     if sequence_parallel:
@@ -269,12 +282,13 @@ def working_set_bytes(
     *,
     sequence_parallel: bool,
     last_stage: Any,
+    fp8_inputs: bool = False,
 ) -> Any:
     """Transient bytes at the backward peak beyond what is kept between passes: one layer's
     activations rebuilt (recomputation) and their gradients (2 × one layer's selective set for
     the current micro-batch), and on the last stage the logits at the loss
     (`LOGIT_PEAK_BYTES` per element instead of the `LOGIT_BYTES` kept)."""
-    rep, shard = activation_elements_per_token_layer(w, moe_layer=w.is_moe)
+    rep, shard = activation_elements_per_token_layer(w, w.is_moe, fp8_inputs)
     per_token = (rep + shard) / tp if sequence_parallel else rep + shard / tp
     tokens = micro_batch * float(w.seq_len) / cp
     logits = tokens * w.vocab * (LOGIT_PEAK_BYTES - LOGIT_BYTES) / tp
