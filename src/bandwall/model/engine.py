@@ -379,6 +379,8 @@ def _recompute_share(w: Workload, d: Dims, opt: StepOptions) -> Any:
 
 
 def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
+    """What fills a GPU: the training states (sharded by ZeRO), then the activations kept on
+    the fullest pipeline rank and the transients at its backward peak."""
     w_bytes = 1.0 if opt.fp8_weights else memory.WEIGHT_BYTES
     weights, grads, optimizer = memory.state_bytes(
         d.dense_local_params,
@@ -399,6 +401,32 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         acts = w.activation_bytes_per_sample * d.mb + np.zeros_like(static)
         zero = np.zeros_like(static)
         return MemoryTerms(weights, grads, optimizer, acts, zero, capacity, zero)
+    stage_params = d.dense_local_params + d.expert_local_params
+    # ZeRO-3 that keeps gathered weights between forward and backward, or accumulates
+    # unsharded gradients over the micro-batches, holds the whole stage's copy
+    reshard, every = _fsdp_behaviour(d, opt)
+    unsharded = (
+        (d.zero >= 3)
+        * stage_params
+        * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
+    )
+    layer_params = stage_params / np.maximum(d.layers_ps, 1.0)
+    fsdp = memory.fsdp_transient_bytes(layer_params, d.zero, w_bytes, d.grad_bytes)
+    acts, transient, share = _activation_memory(w, cl, d, opt, static + unsharded, fsdp, capacity)
+    return MemoryTerms(weights + unsharded, grads, optimizer, acts, transient, capacity, share)
+
+
+def _activation_memory(
+    w: Transformer,
+    cl: Cluster,
+    d: Dims,
+    opt: StepOptions,
+    states_bytes: Any,
+    fsdp_bytes: Any,
+    capacity: float,
+) -> tuple[Any, Any, Any]:
+    """(kept activations, backward-peak transients, share of layers fully recomputed) on the
+    fullest pipeline rank, allocator overhead included."""
     full_share = _recompute_share(w, d, opt)
     selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
     # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
@@ -414,21 +442,10 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
         sequence_parallel=opt.sequence_parallel,
         fp8_inputs=fp8_inputs,
     )
-    stage_params = d.dense_local_params + d.expert_local_params
-    layer_params = stage_params / np.maximum(d.layers_ps, 1.0)
-    fsdp = memory.fsdp_transient_bytes(layer_params, d.zero, w_bytes, d.grad_bytes)
-    # ZeRO-3 that keeps gathered weights between forward and backward, or accumulates
-    # unsharded gradients over the micro-batches, holds the whole stage's copy
-    reshard, every = _fsdp_behaviour(d, opt)
-    unsharded = (
-        (d.zero >= 3)
-        * stage_params
-        * (np.where(reshard, 0.0, w_bytes) + np.where(every, 0.0, d.grad_bytes))
-    )
     peak = [work(last_stage=d.pp <= 1), work(last_stage=False), work(last_stage=True)]
     # AUTO recomputes until the whole GPU fits: the kept activations get what the states,
     # the backward's working set, FSDP's gathered layers and the allocator leave over
-    states = (static + unsharded) / over
+    states = states_bytes / over
 
     def stage(layers: Any, in_flight: Any, logits: Any, peak_bytes: Any) -> tuple[Any, Any]:
         return memory.transformer_activation_bytes(
@@ -440,7 +457,7 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
             d.mb,
             d.m,
             d.v,
-            states + peak_bytes + fsdp,
+            states + peak_bytes + fsdp_bytes,
             capacity / over,
             sequence_parallel=opt.sequence_parallel,
             flash_attention=opt.flash_attention,
@@ -459,18 +476,12 @@ def _memory(w: Workload, cl: Cluster, d: Dims, opt: StepOptions) -> MemoryTerms:
     mid, share_m = stage(d.layers_mid, np.maximum(in_flight - 1, 1.0), False, peak[1])
     last, share_l = stage(d.layers_last, 1.0, True, peak[2])
     share = np.maximum(np.maximum(share_f, np.where(d.pp > 2, share_m, 0.0)), share_l)
-    weights = weights + unsharded
     # the fullest rank: kept activations and the backward peak, first, middle or last
     kept = [first, mid, last]
     totals = [k + t for k, t in zip(kept, peak, strict=True)]
     totals[1] = np.where(d.pp > 2, totals[1], -np.inf)
     choose = _chooser(_largest(totals), len(totals))
-    acts = over * choose(kept)
-    transient = over * (choose(peak) + fsdp)
-    return MemoryTerms(weights, grads, optimizer, acts, transient, capacity, share)
-
-
-# --- one pipeline stage's micro-batch -----------------------------------------------------------
+    return over * choose(kept), over * (choose(peak) + fsdp_bytes), share
 
 
 @dataclass(frozen=True)
@@ -606,15 +617,31 @@ def _tp_total_s(ar: Any, ag: Any, rs: Any, opt: StepOptions, recompute: Any) -> 
     return 2 * ar * (1 + recompute) + 2 * ar
 
 
-def _transformer_stage(
-    w: Transformer,
-    cl: Cluster,
-    d: Dims,
-    opt: StepOptions,
-    mem: MemoryTerms,
-    rates: compute.GpuRates,
-    optimizer_s: Any,
-) -> StageTerms:
+@dataclass(frozen=True)
+class LayerCompute:
+    """GPU seconds of the model's average layer for one micro-batch, and what goes with it."""
+
+    per_layer_s: Any
+    """Forward + backward, fp8 weight casts amortised over the micro-batches."""
+    recompute_s: Any
+    """What recomputation reruns of the layer (full share and selective remainder)."""
+    frozen_saving_s: Any
+    """Weight-gradient GEMMs frozen (LoRA) weights skip."""
+    wgrad_s: Any
+    attention_s: Any
+    """FlashAttention forward + backward: what context-parallel exchanges hide behind."""
+    kernels: Any
+    """Kernels per layer (host launch bound)."""
+    head: Any
+    """The LM head and loss (compute.lm_head)."""
+    embed_s: Any
+
+
+def _layer_compute(
+    w: Transformer, cl: Cluster, d: Dims, opt: StepOptions, share: Any, rates: compute.GpuRates
+) -> LayerCompute:
+    """The kernel model's price of the average layer (dense and MoE layers mixed by their
+    share), recomputation as the stack runs it, the LM head and the embedding."""
     tokens = d.mb * d.seq / d.cp
     # experts fold over tp·cp·dp as ep × etp: each GPU runs E/ep experts at a width of 1/etp,
     # which the kernel model's (tp-sliced) expert shapes reproduce in FLOPs with ep·etp/tp
@@ -644,9 +671,6 @@ def _transformer_stage(
         opt.stack is Stack.FSDP2, 0.0, cast * (1 - 1 / np.maximum(d.m, 1.0))
     )
     wgrad = mix(dense.bwd_wgrad_s, moe.bwd_wgrad_s)
-    attention = mix(
-        dense.fwd_attention_s + dense.bwd_attention_s, moe.fwd_attention_s + moe.bwd_attention_s
-    )
     # full recomputation reruns the forward of its share of layers. Selective: Megatron
     # reruns the attention core (the kernel's forward, as TransformerEngine's checkpointed
     # core attention does; the unfused scores without FlashAttention); torchtitan's op-level
@@ -661,15 +685,43 @@ def _transformer_stage(
         selective = mix(dense.recompute_selective_s, moe.recompute_selective_s)
     else:
         selective = 0.0
-    share = mem.recompute_share
     recompute = share * forward + np.where(
         opt.recompute is Recompute.NONE, 0.0, (1 - share) * selective
     )
-    frozen_saving = (1 - d.trainable) * wgrad  # frozen weights need no weight gradient
-    kernels = mix(dense.kernels, moe.kernels)
-    head = compute.lm_head(w, tokens, d.tp, rates, fused_loss=opt.compile)
-    embed = compute.embedding_s(w, tokens, d.tp, rates)
-    # tensor parallelism: the collectives of each layer, hidden behind GEMMs where they can be
+    return LayerCompute(
+        per_layer_s=per_layer,
+        recompute_s=recompute,
+        frozen_saving_s=(1 - d.trainable) * wgrad,  # frozen weights need no weight gradient
+        wgrad_s=wgrad,
+        attention_s=mix(
+            dense.fwd_attention_s + dense.bwd_attention_s,
+            moe.fwd_attention_s + moe.bwd_attention_s,
+        ),
+        kernels=mix(dense.kernels, moe.kernels),
+        head=compute.lm_head(w, tokens, d.tp, rates, fused_loss=opt.compile),
+        embed_s=compute.embedding_s(w, tokens, d.tp, rates),
+    )
+
+
+@dataclass(frozen=True)
+class LayerComm:
+    """Model-parallel collectives of one layer for one micro-batch."""
+
+    tp_exposed_s: Any
+    """Tensor-parallel time left exposed after what hides behind GEMMs."""
+    tp_hidden_s: Any
+    cp_all_gather_s: Any
+    """Context parallelism: the K/V all-gather and its gradients' reduce-scatter."""
+    cp_reduce_scatter_s: Any
+    ep_all_to_all_s: Any
+    """One expert-parallel all-to-all (dispatch or combine)."""
+
+
+def _layer_comm(
+    w: Transformer, cl: Cluster, d: Dims, opt: StepOptions, share: Any, wgrad_s: Any
+) -> LayerComm:
+    """TP collectives hidden behind GEMMs where the stack overlaps them, CP's K/V exchange and
+    EP's all-to-all, each priced on the group's own links (`_coll`)."""
     buf = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
     ar = _coll(Op.ALL_REDUCE, buf, d.tp, cl, 1.0)
     ag = _coll(Op.ALL_GATHER, buf, d.tp, cl, 1.0)
@@ -678,7 +730,7 @@ def _transformer_stage(
         ar,
         ag,
         rs,
-        wgrad,
+        wgrad_s,
         sequence_parallel=opt.sequence_parallel,
         comm_overlap=opt.tp_comm_overlap,
         tp_ranks=d.tp,
@@ -686,26 +738,48 @@ def _transformer_stage(
     )
     tp_on = d.tp > 1
     tp_layer = np.where(tp_on, tp_layer, 0.0)
-    tp_hidden = np.where(tp_on, _tp_total_s(ar, ag, rs, opt, share) - tp_layer, 0.0)
     kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
-    cp_ag = _coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp)
-    cp_rs = _coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp)
     a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
-    ep_a2a = _coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.etp)
+    return LayerComm(
+        tp_exposed_s=tp_layer,
+        tp_hidden_s=np.where(tp_on, _tp_total_s(ar, ag, rs, opt, share) - tp_layer, 0.0),
+        cp_all_gather_s=_coll(Op.ALL_GATHER, kv, d.cp, cl, d.tp),
+        cp_reduce_scatter_s=_coll(Op.REDUCE_SCATTER, kv, d.cp, cl, d.tp),
+        ep_all_to_all_s=_coll(Op.ALL_TO_ALL, a2a, d.ep, cl, d.etp),
+    )
+
+
+def _transformer_stage(
+    w: Transformer,
+    cl: Cluster,
+    d: Dims,
+    opt: StepOptions,
+    mem: MemoryTerms,
+    rates: compute.GpuRates,
+    optimizer_s: Any,
+) -> StageTerms:
+    """One micro-batch on the slowest pipeline rank: its layers' compute (host bound
+    included) and exposed TP/CP/EP communication, and what communication hides."""
+    lc = _layer_compute(w, cl, d, opt, mem.recompute_share, rates)
+    comm = _layer_comm(w, cl, d, opt, mem.recompute_share, lc.wgrad_s)
+    ms = d.moe_share
+    cp_pair = comm.cp_all_gather_s + comm.cp_reduce_scatter_s
 
     def on(layers: Any, first: Any, last: Any) -> tuple[Any, Any, Any, Any, Any]:
         """(compute, TP, CP, EP exposed; communication hidden) per micro-batch of a rank
         holding `layers`, the embedding if `first`, the LM head and loss if `last`."""
-        gpu = layers * (per_layer + recompute - frozen_saving)
-        gpu = gpu + np.where(last, head.total_s, 0.0) + np.where(first, embed, 0.0)
+        gpu = layers * (lc.per_layer_s + lc.recompute_s - lc.frozen_saving_s)
+        gpu = gpu + np.where(last, lc.head.total_s, 0.0) + np.where(first, lc.embed_s, 0.0)
         gpu = gpu / calibration.in_step_efficiency(rates.arch)
-        t = compute.host_bound_s(gpu, layers * kernels + np.where(last, head.kernels, 0), rates)
-        cp_total = layers * (cp_ag + cp_rs)
-        cp = parallel.cp_microbatch_s(layers, cp_ag, cp_rs, layers * attention)
-        ep_total = layers * ms * parallel.EP_ALL_TO_ALLS_PER_LAYER * ep_a2a
-        ep = parallel.ep_microbatch_s(layers * ms, ep_a2a, opt.ep_overlap)
-        hidden = layers * tp_hidden + (cp_total - cp) + (ep_total - ep)
-        return t, layers * tp_layer, cp, ep, hidden
+        launches = layers * lc.kernels + np.where(last, lc.head.kernels, 0)
+        t = compute.host_bound_s(gpu, launches, rates)
+        cp = parallel.cp_microbatch_s(
+            layers, comm.cp_all_gather_s, comm.cp_reduce_scatter_s, layers * lc.attention_s
+        )
+        ep_total = layers * ms * parallel.EP_ALL_TO_ALLS_PER_LAYER * comm.ep_all_to_all_s
+        ep = parallel.ep_microbatch_s(layers * ms, comm.ep_all_to_all_s, opt.ep_overlap)
+        hidden = layers * comm.tp_hidden_s + (layers * cp_pair - cp) + (ep_total - ep)
+        return t, layers * comm.tp_exposed_s, cp, ep, hidden
 
     # the pipeline runs at the pace of its slowest rank: first, a middle one, or the last
     # (which also runs the LM head and the loss)
