@@ -430,8 +430,8 @@ def _activation_memory(
     full_share = _recompute_share(w, d, opt)
     selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
     # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
-    # float8 (the fsdp2 stack) keeps them in bf16 and casts again in backward
-    fp8_inputs = cl.precision.value == "fp8" and opt.stack is not Stack.FSDP2
+    # float8 keeps them in bf16 and casts again in backward
+    fp8_inputs = cl.precision.value == "fp8" and _fp8_is_transformer_engine(opt)
     over = memory.ALLOCATOR_OVERHEAD
     work = partial(
         memory.working_set_bytes,
@@ -575,6 +575,13 @@ def attention_kernel(arch: str, best: str, stack: Stack, requested: str | None) 
     return best
 
 
+def _fp8_is_transformer_engine(opt: StepOptions) -> bool:
+    """Whether the stack's fp8 is TransformerEngine's (Megatron/NeMo, DeepSpeed's Megatron
+    layers), which caches fp8 weights and keeps fp8 activations, or torchao's float8 (the
+    fsdp2 stack: torchtitan), which does neither."""
+    return opt.stack is not Stack.FSDP2
+
+
 def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
     if cl.precision.value != "fp8":
         return None
@@ -668,7 +675,7 @@ def _layer_compute(
     # FSDP gathers) them each time
     cast = mix(dense.fp8_weight_cast_s, moe.fp8_weight_cast_s)
     per_layer = mix(dense.gpu_s, moe.gpu_s) - np.where(
-        opt.stack is Stack.FSDP2, 0.0, cast * (1 - 1 / np.maximum(d.m, 1.0))
+        _fp8_is_transformer_engine(opt), cast * (1 - 1 / np.maximum(d.m, 1.0)), 0.0
     )
     wgrad = mix(dense.bwd_wgrad_s, moe.bwd_wgrad_s)
     # full recomputation reruns the forward of its share of layers. Selective: Megatron
