@@ -212,6 +212,48 @@ def test_pipeline_bubble_and_sends() -> None:
     assert float(sends) == pytest.approx(8 * 0.04 + 2 * 3 * 0.01)
 
 
+def test_deepspeed_pipeline_blocks_on_every_transfer() -> None:
+    """DeepSpeed's PipelineEngine (runtime/pipe/engine.py): plain 1F1B whose p2p.send/recv
+    block, so a stage's slot carries its four transfers (receive and send activations, receive
+    and send gradients) and the three TP all-gathers of partitioned activations. Hand case:
+    slot 1 s, transfer 10 ms, gather 2 ms, pp 4, 8 micro-batches: 46 ms more per slot."""
+    bubble, exposed = pipeline.blocking_pipeline_s(1.0, 0.01, 0.002, 4, 8)
+    assert float(bubble) == pytest.approx(3 * 1.046)
+    assert float(exposed) == pytest.approx(8 * 0.046)
+    bubble, exposed = pipeline.blocking_pipeline_s(1.0, 0.01, 0.002, 1, 8)
+    assert (float(bubble), float(exposed)) == (0.0, 0.0)
+
+
+def test_deepspeed_accumulates_gradients_in_separate_kernels() -> None:
+    """DeepSpeed's bf16 optimizer adds every micro-batch's bf16 gradients into fp32 copies
+    (bf16_optimizer.py update_hp_grads: `hp_grad.add_(lp.grad.to(fp32))`, 18 B per parameter),
+    where Megatron fuses the accumulation into the wgrad GEMM. The same layout, kernels and
+    overlap flags under the two stacks differ in compute by m x local params x 18 B at the
+    GPU's achieved HBM rate; ZeRO-3 (which reduce-scatters every micro-batch) does not pay it.
+    Under a pipeline DeepSpeed all-reduces the gradients though the optimizer is sharded."""
+    from bandwall.catalog.loader import load_catalog
+
+    job = dict(model="llama3-8b", gpus=32, gpu="A100-SXM-80GB", tp=2, pp=4, cp=1, ep=1)
+    job |= dict(zero=1, micro_batch=1, global_batch=64, attention_kernel="fa2")
+    job |= dict(overlap_grad_reduce=False, overlap_param_gather=False, sequence_parallel=True)
+    ds, mega = plan_of(**job, stack="deepspeed"), plan_of(**job, stack="megatron")
+    m = 64 / 4  # micro-batches per pipeline: global batch / (dp 4 x micro-batch 1)
+    local = get_workload("llama3-8b").params / (2 * 4)
+    cat = load_catalog()
+    rates = compute.gpu_rates(
+        cat.gpu_perf("A100-SXM-80GB"), cat.gpu("A100-SXM-80GB"), precision="bf16"
+    )
+    extra = ds.metrics["compute_s"] - mega.metrics["compute_s"]
+    assert extra == pytest.approx(m * local * 18 / rates.hbm_Bps, rel=1e-6)
+    # an all-reduce moves as much as reduce-scatter + all-gather: DeepSpeed's pipeline pays the
+    # weights' all-gather on top
+    assert ds.metrics["dp_s"] > 1.3 * mega.metrics["dp_s"] > 0
+    z3 = dict(job, zero=3, pp=1, tp=1)
+    assert plan_of(**z3, stack="deepspeed").metrics["compute_s"] == pytest.approx(
+        plan_of(**z3, stack="megatron").metrics["compute_s"]
+    )
+
+
 # --- data parallelism ----------------------------------------------------------------------------
 
 

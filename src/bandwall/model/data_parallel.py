@@ -143,6 +143,15 @@ class StackBehaviour:
     """ZeRO-3: gradients reduce-scattered after every micro-batch's backward (no local
     accumulation of full gradients)."""
     source: str
+    blocking_pipeline: bool = False
+    """Pipeline sends block the stage (no overlap with compute), and with TP the activations
+    travel as 1/tp slices that the receiver all-gathers (`pipeline.blocking_pipeline_s`)."""
+    grad_accumulate_bytes: float = 0.0
+    """HBM bytes per parameter per micro-batch of a gradient accumulation that runs as its own
+    kernels (ZeRO 0-2); 0 where it is fused into the weight-gradient GEMM's epilogue."""
+    pipeline_all_reduce: bool = False
+    """Under pipeline parallelism gradients are all-reduced even when the optimizer is sharded
+    (ZeRO-1), and the updated shards then all-gathered."""
 
 
 #: The stacks' defaults; a request's overlap flags override them.
@@ -173,7 +182,17 @@ STACKS = {
         reduce_every_microbatch=True,
         source="DeepSpeed configuration docs: zero_optimization.overlap_comm defaults to false "
         "for stages 1-2 (true for stage 3, which also prefetches parameters); stages 1-2 "
-        "all-gather the updated partitions inside step().",
+        "all-gather the updated partitions inside step(). Pipeline: deepspeed/runtime/pipe/"
+        "engine.py runs TrainSchedule's 1F1B with blocking p2p.send/recv, PartitionedTensor "
+        "activations (.full() all-gathers them over the TP group once in forward and twice in "
+        "backward) and reduces gradients with allreduce_gradients after the last micro-batch; "
+        "the bf16 optimizer (runtime/bf16_optimizer.py, update_hp_grads) adds each "
+        "micro-batch's bf16 gradients into fp32 copies as separate kernels.",
+        blocking_pipeline=True,
+        # read the bf16 gradient (2 B), write and read its fp32 cast (4 + 4), read and write
+        # the fp32 accumulator (4 + 4)
+        grad_accumulate_bytes=18.0,
+        pipeline_all_reduce=True,
     ),
 }
 

@@ -16,7 +16,7 @@ import math
 import operator
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -599,9 +599,21 @@ def _optimizer_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> Any:
     return compute.optimizer_step_s(shard, rates) + compute.grad_clip_s(shard, rates)
 
 
+def _grad_accumulate_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> Any:
+    """Per micro-batch: gradients added into their fp32 copies by separate memory-bound kernels
+    (DeepSpeed's bf16 optimizer: cast to fp32, then add; ZeRO 0-2), where Megatron and
+    TransformerEngine fuse the accumulation into the weight-gradient GEMM."""
+    local = (d.dense_local_params + d.expert_local_params) * d.trainable
+    per_param = data_parallel.STACKS[opt.stack].grad_accumulate_bytes
+    return np.where(d.zero < 3, compute.memory_s(local * per_param, rates), 0.0)
+
+
 def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
     rates = _gpu_rates(cl, opt)
     optimizer_s = _optimizer_s(d, opt, rates) / calibration.in_step_efficiency(rates.arch)
+    if isinstance(w, Transformer) and data_parallel.STACKS[opt.stack].grad_accumulate_bytes:
+        stage = _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+        return replace(stage, compute_s=stage.compute_s + _grad_accumulate_s(d, opt, rates))
     if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
@@ -820,6 +832,12 @@ def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> Pipe
     stride = d.tp * d.cp * d.dp_in
     # the slowest stage boundary: across nodes (or sites) once the pipeline is longer than one
     p2p = _coll(Op.SEND_RECV, size, 2.0, cl, stride, cl.hop_topology(stride, d.pp * stride))
+    if data_parallel.STACKS[opt.stack].blocking_pipeline:
+        # the slices are all-gathered over TP on the receiving stage (and again in backward)
+        full = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
+        gather = np.where(d.tp > 1, _coll(Op.ALL_GATHER, full, d.tp, cl, 1.0), 0.0)
+        bubble, exposed = pipeline.blocking_pipeline_s(stage.slot_s, p2p, gather, d.pp, d.m)
+        return PipelineTerms(bubble, exposed, np.zeros_like(exposed))
     bubble, exposed = pipeline.pipeline_s(
         stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
     )
@@ -864,6 +882,9 @@ def _ddp_s(
     PyTorch DDP whatever the stack (Megatron and DeepSpeed are transformer frameworks)."""
     dense_b, expert_b = _grad_bytes(d)
     sharded = d.zero >= 1
+    # DeepSpeed's pipeline engine all-reduces the gradients even with a sharded optimizer
+    piped_all_reduce = data_parallel.STACKS[opt.stack].pipeline_all_reduce & (d.pp > 1)
+    scattered = sharded & ~piped_all_reduce
     ratio = topk_ratio(opt.compression)
 
     bucket_MiB = (
@@ -899,15 +920,15 @@ def _ddp_s(
             return both(Op.ALL_GATHER, d.dense_local_params * w_b, d.expert_local_params * w_b)
 
         # price only what the layouts run (one plan's layout runs one of the two)
-        if sharded.all():
-            reduce_s, gather_s = both(Op.REDUCE_SCATTER, dense_b, expert_b), gathered()
-        elif not sharded.any():
+        if scattered.all():
+            reduce_s = both(Op.REDUCE_SCATTER, dense_b, expert_b)
+        elif not scattered.any():
             reduce_s = both(Op.ALL_REDUCE, dense_b, expert_b)
-            gather_s = np.zeros_like(reduce_s)
         else:
             ar = both(Op.ALL_REDUCE, dense_b, expert_b)
             rs = both(Op.REDUCE_SCATTER, dense_b, expert_b)
-            reduce_s, gather_s = np.where(sharded, rs, ar), np.where(sharded, gathered(), 0.0)
+            reduce_s = np.where(scattered, rs, ar)
+        gather_s = np.where(sharded, gathered(), 0.0) if sharded.any() else np.zeros_like(reduce_s)
     exposed = data_parallel.zero12_exposed_s(
         reduce_s,
         gather_s,
@@ -920,7 +941,11 @@ def _ddp_s(
     exposed = np.where(d.dp_cp > 1, exposed, 0.0)
     total = np.where(d.dp_cp > 1, reduce_s + gather_s, 0.0)
     share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
-    return exposed, total - exposed, 2 * (share * dense_b + share_e * expert_b)
+    sent = 2 * (share * dense_b + share_e * expert_b)
+    # an all-reduce sends what reduce-scatter + all-gather do; the weights' gather comes on top
+    w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
+    extra = share * d.dense_local_params * w_b + share_e * d.expert_local_params * w_b
+    return exposed, total - exposed, sent + np.where(sharded & piped_all_reduce, extra, 0.0)
 
 
 def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:

@@ -39,3 +39,32 @@ def pipeline_s(
     bubble = (pp - 1) / virtual_stages * steady
     exposed = micro_batches * (steady - stage_s) + 2 * (pp - 1) * p2p
     return bubble, exposed
+
+
+#: Transfers on a stage's timeline per micro-batch when every send and receive blocks:
+#: receive activations, send activations, receive gradients, send gradients.
+BLOCKING_TRANSFERS_PER_MICROBATCH = 4
+#: TP all-gathers of a micro-batch's activations per stage under DeepSpeed's partitioned
+#: pipeline tensors: the received activations in forward; the stage's output and the received
+#: gradients in backward (deepspeed/runtime/pipe/engine.py, PartitionedTensor.full()).
+PARTITIONED_GATHERS_PER_MICROBATCH = 3
+
+
+def blocking_pipeline_s(
+    stage_s: Any, p2p_s: Any, tp_gather_s: Any, pp: Any, micro_batches: Any
+) -> tuple[Any, Any]:
+    """(bubble, exposed) seconds per step of a 1F1B pipeline whose sends block (DeepSpeed's
+    PipelineEngine: no interleaving, p2p.send/recv wait before the next instruction).
+
+    Each stage carries four transfers and three TP all-gathers per micro-batch on its own
+    timeline, so they lengthen every slot, the fill and drain included: the bubble is (pp-1)
+    of those longer slots and the exposed part is m of them.
+    """
+    per_microbatch = np.where(
+        pp > 1,
+        BLOCKING_TRANSFERS_PER_MICROBATCH * p2p_s
+        + PARTITIONED_GATHERS_PER_MICROBATCH * tp_gather_s,
+        0.0,
+    )
+    bubble = (pp - 1) * (stage_s + per_microbatch)
+    return bubble, micro_batches * per_microbatch
