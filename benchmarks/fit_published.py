@@ -10,6 +10,7 @@ The fit set is the fit third of `published_runs.csv` (sha256(id) % 3 == 0, fixed
 evaluation) and the five fit rows of Korthikanti et al. 2022 Table 5 (the three of
 `TEST_IDS` are held out, as they always were). Only these set anything: IN_STEP_EFFICIENCY
 (pooled), IN_STEP_EFFICIENCY_BY_ARCH (architectures with MIN_ARCH_RUNS dense fit runs),
+IN_STEP_EFFICIENCY_BY_STACK (stacks other than megatron with as many),
 FP8_GEMM_IN_STEP_EFFICIENCY, MOE_EXPERT_IN_STEP_EFFICIENCY (each bisected so the median
 signed log error of its group is zero, alternated)
 and the residual quantiles of model/calibration.py, which come from a 5-fold
@@ -34,7 +35,13 @@ from typing import Any
 
 from bandwall.catalog.loader import load_catalog
 from bandwall.measure.calibrate.published import SOURCES, load_rows, request_for
-from bandwall.measure.calibrate.runs import RunResult, load_runs, summarize, validate_runs
+from bandwall.measure.calibrate.runs import (
+    STACKS,
+    RunResult,
+    load_runs,
+    summarize,
+    validate_runs,
+)
 from bandwall.model import calibration
 from bandwall.planning.api import evaluate_points
 
@@ -44,6 +51,9 @@ KORTHIKANTI = "korthikanti_table5.csv"
 TEST_IDS = ("175b-full", "530b-selective-sp", "1t-full")
 CONSTANTS = ("IN_STEP_EFFICIENCY", "FP8_GEMM_IN_STEP_EFFICIENCY", "MOE_EXPERT_IN_STEP_EFFICIENCY")
 BY_ARCH = "IN_STEP_EFFICIENCY_BY_ARCH"
+BY_STACK = "IN_STEP_EFFICIENCY_BY_STACK"
+#: The stack whose runs the architectures' constants stand for (no factor of its own).
+REFERENCE_STACK = "megatron"
 
 
 def korthikanti_results() -> list[RunResult]:
@@ -116,35 +126,65 @@ def arch_of(gpu: str) -> str:
 
 
 def fitted_archs(
-    fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
+    fit_rows: list[dict[str, str]],
+    exclude: frozenset[str] = frozenset(),
+    stacks: tuple[str, ...] = (),
 ) -> list[str]:
     """Architectures with at least MIN_ARCH_RUNS dense fit runs of either format
-    (Korthikanti's A100 included): each gets its own in-step efficiency, fitted on those runs
-    (fp8 runs priced with the fp8 constant; a generation whose published runs are mostly fp8,
-    as Blackwell's are, is fitted on what it has rather than borrowing Hopper's pool)."""
+    (Korthikanti's A100 included) on stacks without a factor of their own (`stacks`): each
+    gets its own in-step efficiency, fitted on those runs (fp8 runs priced with the fp8
+    constant; a generation whose published runs are mostly fp8, as Blackwell's are, is fitted
+    on what it has rather than borrowing Hopper's pool)."""
     gpus = [
         r.gpu
         for r in all_results(fit_rows)
-        if r.split == "fit" and r.id not in exclude and not r.moe
+        if r.split == "fit" and r.id not in exclude and not r.moe and stack_of(r) not in stacks
     ]
     counts = collections.Counter(arch_of(g) for g in gpus)
     return sorted(a for a, n in counts.items() if n >= calibration.MIN_ARCH_RUNS)
+
+
+def stack_of(r: RunResult) -> str:
+    """The request stack a run is priced with (`runs.STACKS`: nemo -> megatron, ...)."""
+    return STACKS.get(r.stack, (REFERENCE_STACK, 1))[0]
+
+
+def fitted_stacks(
+    fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """Stacks other than the reference with at least MIN_ARCH_RUNS dense fit runs: each gets a
+    factor on the in-step efficiency, fitted on those runs jointly with the architectures'
+    constants (BigScience's Megatron-DeepSpeed runs are all on A100: without a factor of
+    their own their stack's unmodelled work would lower the A100's constant for every stack)."""
+    counts = collections.Counter(
+        stack_of(r)
+        for r in all_results(fit_rows)
+        if r.split == "fit" and r.id not in exclude and not r.moe
+    )
+    return sorted(
+        s for s, n in counts.items() if n >= calibration.MIN_ARCH_RUNS and s != REFERENCE_STACK
+    )
 
 
 def fit_constants(
     fit_rows: list[dict[str, str]], exclude: frozenset[str] = frozenset()
 ) -> dict[str, Any]:
     """The constants on the fit set, each so that the median signed log error of its group is
-    zero (no bias where it was fitted): the dense runs (either format) of each architecture
-    with enough of them set its IN_STEP_EFFICIENCY_BY_ARCH entry, all dense runs priced with
-    one constant the pooled IN_STEP_EFFICIENCY (the other architectures'), then the fp8 runs
-    set FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
+    zero (no bias where it was fitted): the dense runs of each stack with enough of them set
+    its IN_STEP_EFFICIENCY_BY_STACK factor, the dense runs (either format) of each
+    architecture with enough of them set its IN_STEP_EFFICIENCY_BY_ARCH entry, all dense runs
+    priced with one constant the pooled IN_STEP_EFFICIENCY (the other architectures'), then
+    the fp8 runs set FP8_GEMM_IN_STEP_EFFICIENCY given them and the MoE runs (either format)
     MOE_EXPERT_IN_STEP_EFFICIENCY; dense runs set the first three and MoE runs only the
     last, so a MoE-specific loss is not spread over dense predictions; repeated until nothing
     moves. Runs in `exclude` are priced but set nothing (cross-validation's left-out fold)."""
-    archs = fitted_archs(fit_rows, exclude)
+    stacks = tuple(fitted_stacks(fit_rows, exclude))
+    archs = fitted_archs(fit_rows, exclude, stacks)
     values: dict[str, Any] = {k: float(getattr(calibration, k)) for k in CONSTANTS}
     values[BY_ARCH] = {a: float(calibration.in_step_efficiency(a)) for a in archs}
+    values[BY_STACK] = {
+        s: float(calibration.IN_STEP_EFFICIENCY_BY_STACK.get(s, 1.0)) for s in stacks
+    }
 
     def residual_for(
         set_x: Callable[[float], dict[str, Any]], keep: Callable[[RunResult], bool]
@@ -158,10 +198,24 @@ def fit_constants(
         return residual
 
     def dense(arch: str | None) -> Callable[[RunResult], bool]:
-        return lambda r: not r.moe and (arch is None or arch_of(r.gpu) == arch)
+        # the architectures' constants stand for the reference stack (and stacks without a
+        # factor): BigScience's DeepSpeed runs are all on A100, so a joint fit could not tell
+        # the A100's constant from DeepSpeed's factor
+        return lambda r: (
+            not r.moe and stack_of(r) not in stacks and (arch is None or arch_of(r.gpu) == arch)
+        )
 
-    for _ in range(3):
-        before = {**values, BY_ARCH: dict(values[BY_ARCH])}
+    for _ in range(4):
+        before = {**values, BY_ARCH: dict(values[BY_ARCH]), BY_STACK: dict(values[BY_STACK])}
+        for stack in stacks:
+            values[BY_STACK][stack] = bisect(
+                residual_for(
+                    lambda x, s=stack: {**values, BY_STACK: {**values[BY_STACK], s: x}},
+                    lambda r, s=stack: not r.moe and stack_of(r) == s,
+                ),
+                0.5,
+                1.5,
+            )
         for arch in archs:
             values[BY_ARCH][arch] = bisect(
                 residual_for(
@@ -249,7 +303,7 @@ def generated_block(table: dict[str, tuple[float, float, int]], values: dict[str
     assert block is not None
     out = block.group(0)
     for name, value in values.items():
-        if name == BY_ARCH:
+        if name in (BY_ARCH, BY_STACK):
             entries = "".join(f'    "{a}": {v},\n' for a, v in sorted(value.items()))
             replacement = f"{name}: dict[str, float] = {{\n{entries}}}"
             out = re.sub(
@@ -315,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
     table = residual_table(out_of_fold)
     print(f"residuals (fit runs, {FOLDS}-fold cross-validated):", table)
     if args.write:
-        write_table(table, {k: getattr(calibration, k) for k in (*CONSTANTS, BY_ARCH)})
+        write_table(table, {k: getattr(calibration, k) for k in (*CONSTANTS, BY_ARCH, BY_STACK)})
         importlib.reload(calibration)
         print(f"wrote {CALIBRATION_PY}")
     if table == calibration.STEP_RESIDUALS:

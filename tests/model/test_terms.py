@@ -229,9 +229,11 @@ def test_deepspeed_accumulates_gradients_in_separate_kernels() -> None:
     (bf16_optimizer.py update_hp_grads: `hp_grad.add_(lp.grad.to(fp32))`, 18 B per parameter),
     where Megatron fuses the accumulation into the wgrad GEMM. The same layout, kernels and
     overlap flags under the two stacks differ in compute by m x local params x 18 B at the
-    GPU's achieved HBM rate; ZeRO-3 (which reduce-scatters every micro-batch) does not pay it.
+    GPU's achieved HBM rate (beside DeepSpeed's fitted in-step factor); ZeRO-3 (which
+    reduce-scatters every micro-batch) does not pay it.
     Under a pipeline DeepSpeed all-reduces the gradients though the optimizer is sharded."""
     from bandwall.catalog.loader import load_catalog
+    from bandwall.model import calibration
 
     job = dict(model="llama3-8b", gpus=32, gpu="A100-SXM-80GB", tp=2, pp=4, cp=1, ep=1)
     job |= dict(zero=1, micro_batch=1, global_batch=64, attention_kernel="fa2")
@@ -243,14 +245,16 @@ def test_deepspeed_accumulates_gradients_in_separate_kernels() -> None:
     rates = compute.gpu_rates(
         cat.gpu_perf("A100-SXM-80GB"), cat.gpu("A100-SXM-80GB"), precision="bf16"
     )
-    extra = ds.metrics["compute_s"] - mega.metrics["compute_s"]
+    # DeepSpeed's fitted in-step factor scales the rest of its compute (and the optimizer)
+    factor = calibration.IN_STEP_EFFICIENCY_BY_STACK.get("deepspeed", 1.0)
+    extra = ds.metrics["compute_s"] - mega.metrics["compute_s"] / factor
     assert extra == pytest.approx(m * local * 18 / rates.hbm_Bps, rel=1e-6)
     # an all-reduce moves as much as reduce-scatter + all-gather: DeepSpeed's pipeline pays the
     # weights' all-gather on top
     assert ds.metrics["dp_s"] > 1.3 * mega.metrics["dp_s"] > 0
     z3 = dict(job, zero=3, pp=1, tp=1)
     assert plan_of(**z3, stack="deepspeed").metrics["compute_s"] == pytest.approx(
-        plan_of(**z3, stack="megatron").metrics["compute_s"]
+        plan_of(**z3, stack="megatron").metrics["compute_s"] / factor
     )
 
 

@@ -50,10 +50,18 @@ def _in_group(r: fit_published.RunResult, group: str) -> bool:
         return False
     if group == "fp8":
         return r.precision == "fp8"
+    if group in calibration.IN_STEP_EFFICIENCY_BY_STACK:
+        return fit_published.stack_of(r) == group
+    # the architectures' constants are fitted on the stacks without a factor of their own
+    if fit_published.stack_of(r) in calibration.IN_STEP_EFFICIENCY_BY_STACK:
+        return False
     return fit_published.arch_of(r.gpu) == group
 
 
-@pytest.mark.parametrize("group", ["ampere", "hopper", "blackwell", "fp8", "moe"])
+@pytest.mark.parametrize(
+    "group",
+    ["ampere", "hopper", "blackwell", "fp8", "moe", *calibration.IN_STEP_EFFICIENCY_BY_STACK],
+)
 def test_fitted_constants_leave_no_bias_where_they_were_fitted(
     fit_results: list[fit_published.RunResult], group: str
 ) -> None:
@@ -73,9 +81,29 @@ def test_each_fitted_architecture_has_enough_runs_and_no_other_does() -> None:
     (no constant fitted to one or two rows); the others (Ada, CDNA3: no published training
     run in the set) use the pooled one."""
     rows = [r for r in load_runs() if r["split"] == "fit" and r["measured_step_s"]]
-    assert fit_published.fitted_archs(rows) == sorted(calibration.IN_STEP_EFFICIENCY_BY_ARCH)
+    stacks = tuple(fit_published.fitted_stacks(rows))
+    assert fit_published.fitted_archs(rows, stacks=stacks) == sorted(
+        calibration.IN_STEP_EFFICIENCY_BY_ARCH
+    )
     assert {"ampere", "hopper", "blackwell"} <= set(calibration.IN_STEP_EFFICIENCY_BY_ARCH)
     assert calibration.in_step_efficiency("cdna3") == calibration.IN_STEP_EFFICIENCY
+
+
+def test_a_stack_factor_needs_enough_runs_and_the_reference_has_none() -> None:
+    """A stack gets its own factor only with MIN_ARCH_RUNS dense fit runs; Megatron, which
+    most runs use, is the reference the architectures' constants stand for. The factor
+    multiplies the architecture's in-step efficiency."""
+    rows = [r for r in load_runs() if r["split"] == "fit" and r["measured_step_s"]]
+    assert fit_published.fitted_stacks(rows) == sorted(calibration.IN_STEP_EFFICIENCY_BY_STACK)
+    assert "megatron" not in calibration.IN_STEP_EFFICIENCY_BY_STACK
+    for stack, factor in calibration.IN_STEP_EFFICIENCY_BY_STACK.items():
+        assert calibration.in_step_efficiency("ampere", stack) == pytest.approx(
+            calibration.IN_STEP_EFFICIENCY_BY_ARCH["ampere"] * factor
+        )
+    assert (
+        calibration.in_step_efficiency("ampere")
+        == (calibration.IN_STEP_EFFICIENCY_BY_ARCH["ampere"])
+    )
 
 
 def test_ranges_cover_the_fit_runs_as_claimed(

@@ -35,7 +35,7 @@ IN_STEP_EFFICIENCY = 0.836
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out. Above 1 it
 #: says the fp8 anchors (H100: one cuBLASLt 8192^3 row at 0.72 of the fp8 peak) understate
 #: what fp8 GEMMs reach relative to bf16 ones inside a step.
-FP8_GEMM_IN_STEP_EFFICIENCY = 1.029
+FP8_GEMM_IN_STEP_EFFICIENCY = 1.043
 #: IN_STEP_EFFICIENCY of an architecture with at least MIN_ARCH_RUNS dense fit runs (either
 #: format; fp8 runs priced with the fp8 constant), fitted on those alone: how far a step falls
 #: short of the GEMM anchors differs by generation (an H100 at 700 W or a B200 at 1,000 W runs
@@ -43,17 +43,25 @@ FP8_GEMM_IN_STEP_EFFICIENCY = 1.029
 #: A100 at 400 W much less). Others use the pooled IN_STEP_EFFICIENCY.
 IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {
     "ampere": 0.98,
-    "blackwell": 0.763,
-    "hopper": 0.818,
+    "blackwell": 0.757,
+    "hopper": 0.81,
+}
+#: Factor on the in-step efficiency for a training stack (the request's --stack) with at
+#: least MIN_ARCH_RUNS dense fit runs, fitted jointly with the architectures' constants on its
+#: dense fit runs: the per-step work of a framework that its modelled terms leave out (host
+#: synchronisation, unfused kernels, the launcher's own logging). Megatron is the reference.
+IN_STEP_EFFICIENCY_BY_STACK: dict[str, float] = {
+    "deepspeed": 0.861,
+    "fsdp2": 1.027,
 }
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1341, 0.2081, 63),
-    "16-bit/dense": (-0.0864, 0.1324, 25),
-    "16-bit/moe": (-0.0535, 0.7789, 4),
-    "fp8/dense": (-0.1427, 0.2014, 26),
-    "fp8/moe": (-0.1876, 0.2154, 8),
+    "pooled": (-0.1511, 0.2666, 77),
+    "16-bit/dense": (-0.0983, 0.1637, 36),
+    "16-bit/moe": (-0.4784, 0.6324, 7),
+    "fp8/dense": (-0.1023, 0.2407, 26),
+    "fp8/moe": (-0.1468, 0.2346, 8),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs
@@ -61,7 +69,7 @@ STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
 #: report names it the "compute wall": small per-expert GEMMs that underfill the tensor
 #: cores, many kernel launches and host-bound token bookkeeping (NVIDIA, "Scalable Training
 #: of Mixture-of-Experts Models with Megatron Core", arXiv 2603.07685, 2026, §1).
-MOE_EXPERT_IN_STEP_EFFICIENCY = 0.647
+MOE_EXPERT_IN_STEP_EFFICIENCY = 0.707
 # END GENERATED
 
 
@@ -69,9 +77,11 @@ MOE_EXPERT_IN_STEP_EFFICIENCY = 0.647
 MIN_ARCH_RUNS = 5
 
 
-def in_step_efficiency(arch: str) -> float:
-    """The in-step efficiency of an architecture: its own where it has enough fit runs."""
-    return IN_STEP_EFFICIENCY_BY_ARCH.get(arch, IN_STEP_EFFICIENCY)
+def in_step_efficiency(arch: str, stack: str = "megatron") -> float:
+    """The in-step efficiency of an architecture (its own where it has enough fit runs) under
+    a training stack (its factor where it has enough fit runs)."""
+    own = IN_STEP_EFFICIENCY_BY_ARCH.get(arch, IN_STEP_EFFICIENCY)
+    return own * IN_STEP_EFFICIENCY_BY_STACK.get(stack, 1.0)
 
 
 def run_class(precision: str, moe: bool) -> str:

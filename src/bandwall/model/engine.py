@@ -610,7 +610,9 @@ def _grad_accumulate_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> An
 
 def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms) -> StageTerms:
     rates = _gpu_rates(cl, opt)
-    optimizer_s = _optimizer_s(d, opt, rates) / calibration.in_step_efficiency(rates.arch)
+    optimizer_s = _optimizer_s(d, opt, rates) / calibration.in_step_efficiency(
+        rates.arch, opt.stack.value
+    )
     if isinstance(w, Transformer) and data_parallel.STACKS[opt.stack].grad_accumulate_bytes:
         stage = _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
         return replace(stage, compute_s=stage.compute_s + _grad_accumulate_s(d, opt, rates))
@@ -789,7 +791,7 @@ def _transformer_stage(
         holding `layers`, the embedding if `first`, the LM head and loss if `last`."""
         gpu = layers * (lc.per_layer_s + lc.recompute_s - lc.frozen_saving_s)
         gpu = gpu + np.where(last, lc.head.total_s, 0.0) + np.where(first, lc.embed_s, 0.0)
-        gpu = gpu / calibration.in_step_efficiency(rates.arch)
+        gpu = gpu / calibration.in_step_efficiency(rates.arch, opt.stack.value)
         launches = layers * lc.kernels + np.where(last, lc.head.kernels, 0)
         t = compute.host_bound_s(gpu, launches, rates)
         cp = parallel.cp_microbatch_s(

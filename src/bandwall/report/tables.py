@@ -211,7 +211,7 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
         fitted = (
             calibration.FP8_GEMM_IN_STEP_EFFICIENCY
             if str(req.precision) == "fp8"
-            else calibration.in_step_efficiency(plan.cluster.perf.arch)
+            else calibration.in_step_efficiency(plan.cluster.perf.arch, str(req.stack))
         )
         gemm = (
             f"large GEMMs {plan.cluster.perf.gemm_efficiency:.2f} of peak (measured on "
