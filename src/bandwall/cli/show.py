@@ -154,7 +154,7 @@ def report(
     if doctor:
         from bandwall.measure.doctor import diagnose, html_section
 
-        sections.append(html_section(diagnose(doctor)))
+        sections.append(html_section(diagnose(doctor, field="doctor")))
     if not sections:
         raise ConfigError("nothing to report; drop --no-plan or add --results", field="report")
     page = html.render(sections, "bandwall report", notes)
