@@ -150,3 +150,75 @@ def test_web_config_upload_with_a_huge_integer_is_a_422() -> None:
     r = client.post("/api/from-config", json=body)
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"] == ["body", "from"], r.text
+
+
+# --- a second round: options outside the request schema -----------------------------------
+
+SECOND = [
+    (["plot", "cost", "-o", "p.png", "--presets", ","], "--presets"),
+    (["plot", "scaling", "-o", "p.png", "--presets", " "], "--presets"),
+    (["report", "--no-plan", "-o", "r.html", "--presets", ","], "--presets"),
+    # doctor's own argparse front: one line, not the usage block and 'bandwall doctor: error:'
+    (["doctor", "x.log", "--ranks", "abc"], "--ranks"),
+    (["doctor", "x.log", "--ranks", "1e3"], "--ranks"),
+    (["doctor", "x.log", "--fail-on", "bad"], "--fail-on"),
+    (["doctor", "x.log", "--op", "-1e309"], "--op"),
+    (["doctor"], "PATHS"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), SECOND, ids=[" ".join(a)[:40] for a, _ in SECOND])
+def test_options_outside_the_schema(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    before = sandbox.snapshot()
+    out = check(argv, capsys)
+    assert out.code == 2, out
+    assert field in out.err, out.err
+    assert sandbox.changed(before) == set()
+
+
+@pytest.mark.parametrize(
+    ("env", "argv"),
+    [
+        ("BANDWALL_CATALOG_DIR", ["catalog", "gpus"]),
+        ("BANDWALL_CATALOG_DIR", ["plan"]),
+        ("BANDWALL_PROFILE_DIR", ["plan", "--fabric", "measured:x"]),
+    ],
+)
+def test_folders_from_the_environment_too_long_to_look_up(
+    env: str,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bandwall.catalog.loader import load_catalog
+    from bandwall.rawdata import raw_rows
+
+    monkeypatch.setenv(env, "a" * 300)
+    raw_rows.cache_clear()
+    load_catalog.cache_clear()
+    try:
+        out = check(argv, capsys)
+    finally:
+        raw_rows.cache_clear()
+        load_catalog.cache_clear()
+    assert out.code == 2, out
+    assert f"${env}" in out.err, out.err
+
+
+def test_serve_on_a_port_in_use_is_one_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """uvicorn logged 'ERROR: [Errno 98] ...' and exited with status 3."""
+    pytest.importorskip("uvicorn", reason="serve needs the web extra")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = check(["serve", "--port", str(port)], capsys)
+    assert out.code == 2, out
+    assert out.err.startswith("error: --port: cannot listen on 127.0.0.1:"), out.err
