@@ -257,7 +257,8 @@ def serve(
             markup=False,
         )
     config = uvicorn.Config(create_app(db, token=key), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    with sock:  # closed however the server ends
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 def _listen(host: str, port: int) -> Any:
