@@ -48,12 +48,22 @@ def _rows(origin: str, data: dict[str, Any], table: str) -> list[dict[str, Any]]
     return rows
 
 
+def _overlay_present(path: Path) -> bool:
+    """Whether the overlay folder has this file; a path the kernel refuses (a name over 255
+    bytes: ENAMETOOLONG, which `is_file()` raises) is the overlay's error, not a missing file."""
+    try:
+        return path.is_file()
+    except OSError as exc:
+        shown = str(path) if len(str(path)) <= 60 else str(path)[:57] + "..."
+        raise CatalogError(f"$BANDWALL_CATALOG_DIR ({shown!r}): {exc.strerror}") from None
+
+
 def read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
     """(origin, row) for every row of `table` in the catalog file `name`, shipped first, then
     the overlay in $BANDWALL_CATALOG_DIR."""
     paths = [ROOT / "catalog" / "data" / name]
     extra = os.environ.get("BANDWALL_CATALOG_DIR")
-    if extra and (Path(extra) / name).is_file():
+    if extra and _overlay_present(Path(extra) / name):
         paths.append(Path(extra) / name)
     rows: list[tuple[str, dict[str, Any]]] = []
     for path in paths:

@@ -38,15 +38,38 @@ _CHUNK = 1 << 16
 _SPECIAL_ROOTS = ("/proc", "/sys", "/dev")
 _GZIP_MAGIC = b"\x1f\x8b"
 STDIN = "-"
+#: Longest path and file name the kernel looks up (Linux PATH_MAX and NAME_MAX, in bytes);
+#: past them every lookup fails with ENAMETOOLONG, which pathlib's `is_dir()` does not catch.
+MAX_PATH_BYTES = 4095
+MAX_NAME_BYTES = 255
 
 
 def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+def checked_path(path: str | os.PathLike[str], *, field: str) -> Path:
+    """`path` as a name the OS can look up: no NUL byte (a ValueError from every `os` call),
+    at most `MAX_PATH_BYTES` in all and `MAX_NAME_BYTES` per name (else `Path.exists()` and
+    `is_dir()` raise ENAMETOOLONG). Only the text is checked: nothing is touched on disk."""
+    text = os.fspath(path)
+    shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+    if "\x00" in text:
+        raise ConfigError(f"{shown} holds a NUL byte; give a file name", field=field)
+    raw = os.fsencode(text)
+    longest = max((len(part) for part in raw.split(b"/")), default=0)
+    if len(raw) > MAX_PATH_BYTES or longest > MAX_NAME_BYTES:
+        raise ConfigError(
+            f"{shown} is too long ({len(raw):,} bytes, longest name {longest:,}); a path is at "
+            f"most {MAX_PATH_BYTES:,} bytes and each name in it at most {MAX_NAME_BYTES}",
+            field=field,
+        )
+    return Path(text)
+
+
 def check_input(path: str | os.PathLike[str], *, field: str) -> Path:
     """`path` as a readable regular file, or a ConfigError naming `field` and what is wrong."""
-    p = Path(path)
+    p = checked_path(path, field=field)
     resolved = p.resolve() if p.exists() else p
     if any(str(resolved) == r or str(resolved).startswith(r + "/") for r in _SPECIAL_ROOTS):
         raise ConfigError(f"{str(p)!r} is a system file, not a data file", field=field)
@@ -209,7 +232,7 @@ def check_output(
     """`path` as a file bandwall may write: its folder exists and is writable, it is not a
     folder or a special file, and its suffix is one of `formats` (e.g. ``(".csv", ".json")``)
     when given. Nothing is created."""
-    p = Path(path)
+    p = checked_path(path, field=field)
     if p.is_dir():
         raise ConfigError(f"{str(p)!r} is a folder; give a file name", field=field)
     if p.exists() and not p.is_file():

@@ -156,7 +156,7 @@ def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[n
         (["--sizes", "8G:1K"], "sizes", "below its start"),
         (["--op", "all_gather", "--algo", "tree"], "algo", "ring"),
         (["--scale-up", "ib-ndr"], "--scale-up", "nvlink4"),
-        (["--oversubscription", "0.5"], "oversubscription", ">= 1"),
+        (["--oversubscription", "0.5"], "oversubscription", "greater than or equal to 1"),
         (["--gpus-per-node", "many"], "gpus-per-node", "integer"),
     ],
 )

@@ -23,6 +23,7 @@ from bandwall.catalog.perf import GpuPerf
 from bandwall.errors import CatalogError, ConfigError, unknown_choice
 from bandwall.rawdata import raw_rows as raw_rows  # re-exported: the catalog's raw reader
 from bandwall.rawdata import read_tables as _read_tables
+from bandwall.safeio import checked_path
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -128,7 +129,10 @@ def profile_dir() -> Path:
     $XDG_CONFIG_HOME/bandwall/fabrics)."""
     env = os.environ.get("BANDWALL_PROFILE_DIR")
     if env:
-        return Path(env)
+        try:
+            return checked_path(env, field="profile_dir")
+        except ConfigError as exc:  # not an option: the message names the variable
+            raise ConfigError(f"$BANDWALL_PROFILE_DIR: {exc.reason}") from None
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "bandwall" / "fabrics"
 

@@ -186,9 +186,19 @@ def collective(
         parse_protocol,
     )
     from bandwall.model.topology import collective_topology
+    from bandwall.planning.request import check_fields
     from bandwall.report.tables import collective_table
     from bandwall.units import parse_size, parse_size_range
 
+    # the options `plan` shares take the request schema's bounds (a 400-digit --gpus-per-node
+    # overflowed float64 in the topology)
+    check_fields(
+        gpus_per_node=gpus_per_node,
+        nics_per_node=nics_per_node,
+        oversubscription=oversubscription,
+        tcp_streams=tcp_streams,
+        qps_per_connection=qps_per_connection,
+    )
     the_op, the_algo = parse_op(op), parse_algo(algo)
     the_proto = parse_protocol(protocol) if protocol else None
     window = float(parse_size(tcp_window, "tcp_window")) if tcp_window else None

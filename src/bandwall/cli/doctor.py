@@ -22,7 +22,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from bandwall.errors import BandwallError, ConfigError
 
@@ -169,8 +169,17 @@ def _hardware(fields: dict[str, Any]) -> dict[str, Any]:
 # --- fast path: `bandwall doctor ...` ----------------------------------------------------------
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are the CLI's one line (`error: --ranks: invalid int value:
+    'abc'`), not the usage block and `bandwall doctor: error: argument --ranks: ...`."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"error: {message.removeprefix('argument ')}\n")
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _OneLineParser(
         prog="bandwall doctor",
         usage="bandwall doctor [OPTIONS] PATHS...",
         description=DESCRIPTION,

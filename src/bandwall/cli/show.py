@@ -15,9 +15,16 @@ HTML_FORMATS = (".html", ".htm")
 
 
 def _presets_list(text: str) -> list[str]:
+    """--presets as keys; empty means all, but text with no key in it (' ', ',') is an error,
+    not an empty list."""
     from bandwall.planning.presets import presets
 
-    return [t.strip() for t in text.split(",") if t.strip()] if text else list(presets())
+    if not text:
+        return list(presets())
+    keys = [t.strip() for t in text.split(",") if t.strip()]
+    if not keys:
+        raise unknown_choice("presets", text, presets())
+    return keys
 
 
 def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]]]:
@@ -154,7 +161,7 @@ def report(
     if doctor:
         from bandwall.measure.doctor import diagnose, html_section
 
-        sections.append(html_section(diagnose(doctor)))
+        sections.append(html_section(diagnose(doctor, field="doctor")))
     if not sections:
         raise ConfigError("nothing to report; drop --no-plan or add --results", field="report")
     page = html.render(sections, "bandwall report", notes)
@@ -233,6 +240,7 @@ def serve(
         ) from None
     from bandwall.web import create_app
 
+    sock = _listen(host, port)
     where = f"[{host}]" if ":" in host and not host.startswith("[") else host
     url = f"http://{where}:{port}/" + (f"?token={key}" if key else "")
     console.print(
@@ -248,4 +256,31 @@ def serve(
             "use the dashboard; traffic is plain HTTP (no TLS)",
             markup=False,
         )
-    uvicorn.run(create_app(db, token=key), host=host, port=port, log_level="warning")
+    config = uvicorn.Config(create_app(db, token=key), log_level="warning")
+    with sock:  # closed however the server ends
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> Any:
+    """The listening socket, bound before the server starts: a port in use or a host that is
+    not this machine's is one line naming the option (uvicorn would log an ERROR line and exit
+    with status 3)."""
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"cannot resolve {host[:60]!r}: {exc}", field="host") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host[:60]}:{port}: {exc.strerror}; give a free --port", field="port"
+        ) from None
+    return sock

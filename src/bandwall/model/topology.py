@@ -140,6 +140,9 @@ def parse_fabric_cc(text: str) -> FabricCC:
 
 #: NCCL_IB_QPS_PER_CONNECTION default (NCCL 2.30.7 src/transport/net_ib: IbQpsPerConn = 1).
 NCCL_QPS_PER_CONNECTION = 1
+#: Most nodes one site may hold in `bandwall collective` (a GPU per node at the planner's
+#: largest cluster, 2**21 GPUs): a bigger integer overflows float64 in the site terms.
+MAX_NODES_PER_SITE = 1 << 21
 
 
 def parse_backend(text: str) -> Backend:
@@ -689,6 +692,11 @@ def collective_topology(
 
     if gpus_per_node < 1:
         raise ConfigError(f"must be >= 1, got {gpus_per_node}", field="gpus_per_node")
+    if nodes_per_site is not None and not 1 <= nodes_per_site <= MAX_NODES_PER_SITE:
+        shown = str(nodes_per_site) if len(str(nodes_per_site)) <= 20 else "a huge number"
+        raise ConfigError(
+            f"must be 1 to {MAX_NODES_PER_SITE:,}, got {shown}", field="nodes_per_site"
+        )
     if oversubscription < 1:
         raise ConfigError(
             f"must be >= 1 (1 = non-blocking), got {oversubscription}", field="oversubscription"

@@ -580,6 +580,16 @@ VECTOR_FIELDS = tuple(n for n in PlanRequest.model_fields if field_meta(n).get("
 LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "etp", "zero", "micro_batch", "virtual_stages")
 
 
+def _shown(value: Any) -> str:
+    """The offending value for a one-line error: its repr, cut at 40 characters (a 400-digit
+    option would otherwise fill the terminal)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int past Python's 4,300-digit str limit
+        return "a number of over 4,300 digits"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def config_error(exc: ValidationError) -> ConfigError:
     """The first pydantic error as a ConfigError naming its field and the offending value."""
     err = exc.errors()[0]
@@ -590,11 +600,23 @@ def config_error(exc: ValidationError) -> ConfigError:
     if err.get("type") not in ("value_error", "missing", "extra_forbidden") and not isinstance(
         value, dict
     ):
-        msg = f"{msg} (got {value!r})"
+        msg = f"{msg} (got {_shown(value)})"
     if err.get("type") == "extra_forbidden":
         allowed = ", ".join(PlanRequest.model_fields)
         msg = f"unknown field; the request takes: {allowed}"
     return ConfigError(msg, field=field)
+
+
+def check_fields(**fields: Any) -> None:
+    """Values of some request fields against their declared bounds and choices alone, without
+    the cross-field rules: for a command that takes a few of the request's options without
+    being a plan (`bandwall collective`), so its bounds are the schema's, not typed again."""
+    try:
+        PlanRequest.model_validate(
+            {k: v for k, v in fields.items() if v is not None}, context={"fields_only": True}
+        )
+    except ValidationError as exc:
+        raise config_error(exc) from None
 
 
 def make_request(**fields: Any) -> PlanRequest:

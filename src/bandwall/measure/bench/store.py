@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bandwall.errors import ConfigError
+from bandwall.safeio import checked_path
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -220,7 +221,7 @@ class Store:
     """
 
     def __init__(self, path: str | Path | None = None, *, readonly: bool = False) -> None:
-        self.path = Path(path) if path else default_db_path()
+        self.path = checked_path(path, field="db") if path else default_db_path()
         self.readonly = readonly
         self._depth = 0
         explicit = bool(path) or bool(os.environ.get("BANDWALL_DB"))

@@ -43,6 +43,7 @@ from bandwall.model.collectives import (
     harmonic,
 )
 from bandwall.model.topology import Link, Topology
+from bandwall.safeio import checked_path
 from bandwall.units import GB
 
 #: What Gloo runs for each op (pytorch ProcessGroupGloo: ring all_reduce/all_gather,
@@ -65,7 +66,7 @@ P10_P90_SIGMAS = 2 * 1.2815515655446004
 
 def load_run(ref: str, db: str | None) -> tuple[Run, list[dict[str, Any]]]:
     """A stored run by id ('latest' for the newest) or a `results export` JSON file."""
-    path = Path(ref)
+    path = checked_path(ref, field="results")
     if ref != "latest" and not (ref.isascii() and ref.isdigit()) and path.exists():
         return load_export(path)
     try:

@@ -21,6 +21,7 @@ from bandwall.errors import ConfigError
 from bandwall.model.compute import full_attention_ratio
 from bandwall.planning.api import plan
 from bandwall.planning.request import make_request
+from bandwall.safeio import checked_path
 from bandwall.workloads import custom_transformer
 
 REFERENCE_ENV = "BANDWALL_REFERENCE_DIR"
@@ -81,9 +82,10 @@ def find_reference_dir(explicit: str | None = None) -> Path | None:
     """--reference, then $BANDWALL_REFERENCE_DIR; None means the shipped data only."""
     for c in (explicit, os.environ.get(REFERENCE_ENV)):
         if c:
-            if not Path(c).is_dir() or not any((Path(c) / f).is_file() for f in SOURCES):
+            folder = checked_path(c, field="reference")
+            if not folder.is_dir() or not any((folder / f).is_file() for f in SOURCES):
                 raise ConfigError(f"{c!r} holds none of {', '.join(SOURCES)}", field="reference")
-            return Path(c)
+            return folder
     return None
 
 

@@ -30,7 +30,7 @@ from bandwall.measure.doctor.formats import formats
 from bandwall.measure.doctor.job import MAX_BUSBW_GBPS, Input, Job, TestBlock
 from bandwall.measure.doctor.nccl_log import NcclLog
 from bandwall.measure.doctor.rules import BY_CODE, RULES, Severity
-from bandwall.safeio import check_input, iter_chunks, iter_lines
+from bandwall.safeio import check_input, checked_path, iter_chunks, iter_lines
 
 SNIFF_BYTES = 1 << 16
 #: Findings about the communication path: fixing one speeds communication up.
@@ -239,19 +239,22 @@ def _trace_json(tr: Any) -> dict[str, Any]:
 # --- 1. inputs ----------------------------------------------------------------------------------
 
 
-def expand(paths: list[str], skipped: list[Path] | None = None) -> list[Path]:
+def expand(
+    paths: list[str], skipped: list[Path] | None = None, *, field: str = "paths"
+) -> list[Path]:
     """Files under each path (folders recursively, sorted; hidden files, .source/.md sidecars
     and NOT_EVIDENCE files skipped there, appended to `skipped`; a file named explicitly is
-    always read, after safeio's checks)."""
+    always read, after safeio's checks). Errors name `field`, the option the paths came
+    from."""
     out: list[Path] = []
     for text in paths:
         if not text.strip():  # Path("") is the current folder: never read what was not named
             raise ConfigError(
                 "an empty path; give NCCL logs, nccl-tests output or profiler traces "
                 "(files or folders)",
-                field="paths",
+                field=field,
             )
-        p = Path(text)
+        p = checked_path(text, field=field)
         if p.is_dir() and not p.is_symlink():
             found = sorted(
                 f
@@ -265,18 +268,18 @@ def expand(paths: list[str], skipped: list[Path] | None = None) -> list[Path]:
             if skipped is not None:
                 skipped += [f for f in found if f.suffix.lower() in NOT_EVIDENCE]
         elif p.exists() or p.is_symlink():
-            out.append(check_input(p, field="paths"))
+            out.append(check_input(p, field=field))
         else:
-            raise ConfigError(f"{text!r} is neither a file nor a folder", field="paths")
+            raise ConfigError(f"{text!r} is neither a file nor a folder", field=field)
     if not out:
         what = ", ".join(map(repr, paths))
         if skipped:
             raise ConfigError(
                 f"no logs in {what}: {len(skipped):,} source, document or image file(s) "
                 "skipped; name a file to read it anyway",
-                field="paths",
+                field=field,
             )
-        raise ConfigError("no files to read in " + what, field="paths")
+        raise ConfigError("no files to read in " + what, field=field)
     return out
 
 
@@ -589,8 +592,10 @@ def diagnose(
     op: str | None = None,
     ranks: int | None = None,
     request: Any = None,
+    field: str = "paths",
 ) -> Diagnosis:
-    """Read every file under `paths`, join the evidence, run the rules, rank the findings."""
+    """Read every file under `paths`, join the evidence, run the rules, rank the findings;
+    a path that cannot be read is an error naming `field` (`report --doctor`'s paths)."""
     job = Job(
         options={
             "fabric": fabric,
@@ -601,7 +606,7 @@ def diagnose(
         }
     )
     skipped: list[Path] = []
-    for path in expand(paths, skipped):
+    for path in expand(paths, skipped, field=field):
         _read(path, job)
     if skipped:
         job.notes.append(

@@ -65,6 +65,13 @@ class TraceTruncatedError(Exception):
         self.reason = reason
 
 
+def _json_int(text: str) -> int | float:
+    """A JSON integer; one of over 19 digits as a float, as `1e999` reads (no timestamp or
+    count is that long, the checks on values refuse it, and past 4,300 digits `int()`
+    raises instead)."""
+    return int(text) if len(text) <= 20 else float(text)
+
+
 class _Reader:
     """A JSON value reader over a text stream holding at most one chunk plus one value."""
 
@@ -75,7 +82,7 @@ class _Reader:
         self.pos = 0
         self.base = 0
         self.eof = False
-        self.decoder = json.JSONDecoder()
+        self.decoder = json.JSONDecoder(parse_int=_json_int)
 
     @property
     def offset(self) -> int:

@@ -64,12 +64,17 @@ _BINARY = re.compile(
     + "|".join(sorted([*BINARIES, *UNSUPPORTED], key=len, reverse=True))
     + r")_perf(?:_mpi)?\b"
 )
+#: A whole number in a header line, as `_int` reads a cell: at most 19 digits (a longer one is
+#: no count, and past 4,300 digits `int()` raises); a header with one is not recognised.
+_WHOLE = r"(\d{1,19})(?!\d)"
 _RANK = re.compile(
-    r"Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
+    rf"Rank\s+{_WHOLE}\s+(?:Group\s+\d+\s+)?Pid\s+{_WHOLE}\s+on\s+(\S+)\s+device\s+{_WHOLE}\s+"
     r"\[([^\]]*)\]\s*(.*)$"
 )
-_NTHREAD = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)\s+minBytes\s+(\d+)\s+maxBytes\s+(\d+)")
-_ITERS = re.compile(r"warmup iters:\s*(\d+)\s+iters:\s*(\d+)")
+_NTHREAD = re.compile(
+    rf"nThread\s+{_WHOLE}\s+nGpus\s+{_WHOLE}\s+minBytes\s+{_WHOLE}\s+maxBytes\s+{_WHOLE}"
+)
+_ITERS = re.compile(rf"warmup iters:\s*{_WHOLE}\s+iters:\s*{_WHOLE}")
 _TIME_KEYS = ("time", "cputime")
 
 

@@ -108,6 +108,8 @@ def load_json(text: str, path: str) -> Flat:
         raise _error(path, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     except RecursionError:
         raise _error(path, "JSON nested too deeply") from None
+    except ValueError:  # not a JSONDecodeError: an integer past Python's 4,300-digit limit
+        raise _error(path, "invalid JSON: an integer of over 4,300 digits") from None
     if not isinstance(doc, dict):
         raise _error(path, "a config file must hold a JSON object")
     return _flatten(doc, _json_lines(text), path)
@@ -143,6 +145,8 @@ def load_toml(text: str, path: str) -> Flat:
         ) from None
     except RecursionError:
         raise _error(path, "TOML nested too deeply") from None
+    except ValueError:  # not a TOMLDecodeError: an integer past Python's 4,300-digit limit
+        raise _error(path, "invalid TOML: an integer of over 4,300 digits") from None
     return _flatten(doc, _toml_lines(text), path)
 
 
@@ -190,6 +194,10 @@ def load_yaml(text: str, path: str) -> Flat:  # noqa: C901
             value = constructor.construct_object(n, deep=True)
         except yaml.YAMLError as exc:
             raise _error(path, f"invalid YAML value: {exc}", line) from None
+        except ValueError:  # an integer past Python's 4,300-digit limit
+            raise _error(
+                path, "invalid YAML value: an integer of over 4,300 digits", line
+            ) from None
         out[prefix] = (value, line)
         return None
 
@@ -202,7 +210,7 @@ def load_yaml(text: str, path: str) -> Flat:  # noqa: C901
         if isinstance(n, yaml.ScalarNode):
             try:
                 return constructor.construct_object(n)
-            except yaml.YAMLError:
+            except (yaml.YAMLError, ValueError):  # ValueError: an int of over 4,300 digits
                 return n.value
         if isinstance(n, yaml.SequenceNode):
             return [walk_item(i, depth + 1) for i in n.value]

@@ -1,0 +1,224 @@
+"""Inputs a fresh fuzz campaign (2026-12-06) found breaking the one-line rule, each kept as a
+case: exit 2 with one line naming the option (or a clean answer where the input is evidence
+to read, not an option), never a traceback; and never a 500 from the web API.
+
+- paths the kernel cannot look up: a name over 255 bytes or a path over 4,095 (pathlib's
+  `is_dir()` raises ENAMETOOLONG), or a NUL byte (a ValueError from every `os` call);
+- `bandwall collective` options typed by hand without the request schema's bounds (a 400-digit
+  --gpus-per-node overflowed float64 in the topology);
+- integers of over 4,300 digits in a file (Python's `int()` limit raises a bare ValueError
+  from json, tomllib, PyYAML and the nccl-tests header regexes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fuzz.harness import Sandbox, check
+
+LONG_NAME = "a" * 300 + ".json"
+LONG_PATH = "/".join(["b" * 200] * 30) + ".json"
+NUL = "x\x00y.json"
+HUGE = "1" + "0" * 400
+DIGITS = "1" * 5000
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Sandbox:
+    return Sandbox(tmp_path, monkeypatch)
+
+
+#: (argv with {p} for the hostile path, the option the error must name)
+PATH_OPTIONS = [
+    (["doctor", "{p}"], "--paths"),
+    (["plan", "--from", "{p}"], "--from"),
+    (["sweep", "--from", "{p}", "-o", "g.csv"], "--from"),
+    (["validate", "--published", "--reference", "{p}"], "--reference"),
+    (["validate", "{p}", "--fabric", "ib-ndr"], "results"),
+    (["report", "--doctor", "{p}", "--no-plan", "-o", "r.html"], "--doctor"),
+    (["import", "nccl-tests", "{p}", "--db", "r.db"], "log"),
+    (["results", "list", "--db", "{p}"], "--db"),
+    (["calibrate", "1", "--name", "x", "--db", "{p}"], "--db"),
+    (["sweep", "--gpus", "8", "-o", "{p}"], "--output"),
+    (["results", "export", "1", "-o", "{p}"], "--output"),
+    (["compare", "--infer", "--presets", "ai-factory-ib", "--chart", "{p}"], "--chart"),
+]
+
+
+@pytest.mark.parametrize("path", [LONG_NAME, LONG_PATH, NUL], ids=["name", "path", "nul"])
+@pytest.mark.parametrize(
+    ("argv", "field"), PATH_OPTIONS, ids=[" ".join(a[:3]) for a, _ in PATH_OPTIONS]
+)
+def test_paths_the_kernel_cannot_look_up(
+    argv: list[str],
+    field: str,
+    path: str,
+    capsys: pytest.CaptureFixture[str],
+    sandbox: Sandbox,
+) -> None:
+    before = sandbox.snapshot()
+    out = check([a.replace("{p}", path) for a in argv], capsys)
+    assert out.code == 2, out
+    assert field in out.err, out.err
+    assert any(w in out.err for w in ("NUL", "too long", "at most 4096")), out.err
+    assert sandbox.changed(before) == set()
+
+
+COLLECTIVE = [
+    (["--gpus-per-node", HUGE], "--gpus-per-node"),
+    (["--nics-per-node", HUGE], "--nics-per-node"),
+    (["--tcp-streams", HUGE], "--tcp-streams"),
+    (["--qps-per-connection", HUGE], "--qps-per-connection"),
+    (["--oversubscription", "nan"], "--oversubscription"),
+    (["--oversubscription", "1e309"], "--oversubscription"),
+    (["--nodes-per-site", HUGE, "--wan", "internet-10g"], "--nodes-per-site"),
+    (["--nodes-per-site", "2097153", "--wan", "internet-10g"], "--nodes-per-site"),
+]
+
+
+@pytest.mark.parametrize(("args", "field"), COLLECTIVE, ids=[a[0] for a, _ in COLLECTIVE])
+def test_collective_options_take_the_schema_bounds(
+    args: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(["collective", *args, "--sizes", "1K:4K"], capsys)
+    assert out.code == 2, out
+    assert out.err.startswith(f"error: {field}: "), out.err
+    assert len(out.err) < 200, out.err  # the 401-digit value is cut, not echoed whole
+
+
+#: (file name, content, argv with {f}, exit code, text the answer holds)
+HUGE_INTEGERS = [
+    ("c.json", '{"hidden_size": ' + DIGITS + "}", ["plan", "--from", "{f}"], 2, "4,300 digits"),
+    ("c.toml", "[a]\nb = " + DIGITS + "\n", ["plan", "--from", "{f}"], 2, "4,300 digits"),
+    ("c.yaml", "num_layers: " + DIGITS + "\n", ["plan", "--from", "{f}"], 2, "4,300 digits"),
+    ("l.yaml", "model:\n  layers: [" + DIGITS + "]\n", ["plan", "--from", "{f}"], 2, "--from"),
+    (
+        "trace.json",
+        '{"traceEvents": [{"ph": "X", "name": "k", "ts": ' + DIGITS + ', "dur": 1}]}',
+        ["doctor", "{f}"],
+        0,
+        "1 trace",
+    ),
+    (
+        "nccl-tests.log",
+        "#  nThread 1 nGpus 1 minBytes 8 maxBytes " + DIGITS + " step: 2(factor)\n",
+        ["doctor", "{f}"],
+        2,
+        "was understood",
+    ),
+    (
+        "nccl-tests.log",
+        "#  nThread 1 nGpus 1 minBytes 8 maxBytes " + DIGITS + " step: 2(factor)\n",
+        ["import", "nccl-tests", "{f}", "--db", "r.db"],
+        2,
+        "error: ",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "argv", "code", "shown"),
+    HUGE_INTEGERS,
+    ids=[f"{n}-{a[0]}" for n, _, a, _, _ in HUGE_INTEGERS],
+)
+def test_integers_past_pythons_digit_limit(
+    name: str,
+    content: str,
+    argv: list[str],
+    code: int,
+    shown: str,
+    capsys: pytest.CaptureFixture[str],
+    sandbox: Sandbox,
+) -> None:
+    f = sandbox.root / name
+    f.write_text(content)
+    out = check([a.replace("{f}", str(f)) for a in argv], capsys)
+    assert out.code == code, out
+    assert shown in out.out + out.err, out
+
+
+def test_web_config_upload_with_a_huge_integer_is_a_422() -> None:
+    pytest.importorskip("fastapi", reason="web tests need the web extra")
+    from fastapi.testclient import TestClient
+
+    from bandwall.web import create_app
+
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    body = {"files": [{"name": "config.json", "content": '{"a": ' + DIGITS + "}"}]}
+    r = client.post("/api/from-config", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["body", "from"], r.text
+
+
+# --- a second round: options outside the request schema -----------------------------------
+
+SECOND = [
+    (["plot", "cost", "-o", "p.png", "--presets", ","], "--presets"),
+    (["plot", "scaling", "-o", "p.png", "--presets", " "], "--presets"),
+    (["report", "--no-plan", "-o", "r.html", "--presets", ","], "--presets"),
+    # doctor's own argparse front: one line, not the usage block and 'bandwall doctor: error:'
+    (["doctor", "x.log", "--ranks", "abc"], "--ranks"),
+    (["doctor", "x.log", "--ranks", "1e3"], "--ranks"),
+    (["doctor", "x.log", "--fail-on", "bad"], "--fail-on"),
+    (["doctor", "x.log", "--op", "-1e309"], "--op"),
+    (["doctor"], "PATHS"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), SECOND, ids=[" ".join(a)[:40] for a, _ in SECOND])
+def test_options_outside_the_schema(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    before = sandbox.snapshot()
+    out = check(argv, capsys)
+    assert out.code == 2, out
+    assert field in out.err, out.err
+    assert sandbox.changed(before) == set()
+
+
+@pytest.mark.parametrize(
+    ("env", "argv"),
+    [
+        ("BANDWALL_CATALOG_DIR", ["catalog", "gpus"]),
+        ("BANDWALL_CATALOG_DIR", ["plan"]),
+        ("BANDWALL_PROFILE_DIR", ["plan", "--fabric", "measured:x"]),
+    ],
+)
+def test_folders_from_the_environment_too_long_to_look_up(
+    env: str,
+    argv: list[str],
+    capsys: pytest.CaptureFixture[str],
+    sandbox: Sandbox,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from bandwall.catalog.loader import load_catalog
+    from bandwall.rawdata import raw_rows
+
+    monkeypatch.setenv(env, "a" * 300)
+    raw_rows.cache_clear()
+    load_catalog.cache_clear()
+    try:
+        out = check(argv, capsys)
+    finally:
+        raw_rows.cache_clear()
+        load_catalog.cache_clear()
+    assert out.code == 2, out
+    assert f"${env}" in out.err, out.err
+
+
+def test_serve_on_a_port_in_use_is_one_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """uvicorn logged 'ERROR: [Errno 98] ...' and exited with status 3."""
+    pytest.importorskip("uvicorn", reason="serve needs the web extra")
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = check(["serve", "--port", str(port)], capsys)
+    assert out.code == 2, out
+    assert out.err.startswith("error: --port: cannot listen on 127.0.0.1:"), out.err
