@@ -861,6 +861,19 @@ def _socket_ifname(job: Job) -> list[Hit]:
             )
         )
     noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
+    if noroute and not hits and _one_routable_iface(job) and not ifname:
+        # one ordinary interface and nothing chose it: the address is the right one, and
+        # a firewall's REJECT (firewalld/iptables answer icmp-host-prohibited, which
+        # connect() reports as EHOSTUNREACH) is the likelier reading: bootstrap_unreachable
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(noroute),
+                "a peer's address is not routable from here: NCCL may advertise an interface "
+                "the other hosts cannot reach",
+                POSSIBLE,
+            )
+        )
     if noroute and not hits:
         hits.append(
             Hit(
@@ -886,7 +899,33 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 "WARN of every host",
             )
         )
-    if not hits and job.multi_node:
+    # an IPv6 link-local address chosen for bootstrap or sockets (NCCL prefers IPv4 unless
+    # NCCL_SOCKET_FAMILY says otherwise, but takes a v6-only interface as it is)
+    local6 = [
+        ln
+        for log in job.logs
+        for a, ln in {**log.socket_ifaces, **log.bootstrap_ifaces}.values()
+        if _link_local(a)
+    ]
+    bad_conn = [ln for k, ln in job.all("socket_errors") if k != "closed"]
+    if not hits and local6 and bad_conn:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(local6, 1) + first(bad_conn, 2),
+                "NCCL advertises an IPv6 link-local address (fe80::): other hosts cannot "
+                "route to it; give the interface a routable address, or pick one that has an "
+                "IPv4 address (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY=AF_INET)",
+                LIKELY,
+            )
+        )
+    # NCCL's default interface filter excludes lo and docker* (misc/socket.cc
+    # ncclFindInterfaces: '^docker,lo' ... then lo as the last resort), so bootstrap or
+    # NET/Socket on one of them means NCCL_SOCKET_IFNAME chose it or nothing else was up
+    failed = [
+        ln for k, ln in job.all("socket_errors") if k in ("refused", "abort", "timeout", "noroute")
+    ]
+    if not hits and (job.multi_node or failed):
         bad: list[tuple[str, Line]] = []
         for log in job.logs:
             for name, (_, ln) in {**log.socket_ifaces, **log.bootstrap_ifaces}.items():
@@ -894,17 +933,46 @@ def _socket_ifname(job: Job) -> list[Hit]:
                     bad.append((name, ln))
         if bad:
             names = sorted({n for n, _ in bad})
-            hits.append(
-                Hit(
-                    "socket_ifname",
-                    first([ln for _, ln in bad], 2),
-                    "NCCL uses " + ", ".join(names) + " (loopback or container/VM bridges) between "
-                    "hosts: connections over them do not route",
-                    LIKELY,
-                    severity="medium",
+            what = "NCCL uses " + ", ".join(names) + " (loopback or container/VM bridges)"
+            if failed:
+                hits.append(
+                    Hit(
+                        "socket_ifname",
+                        first([ln for _, ln in bad], 1) + first(failed, 2),
+                        what + " and its connections fail: an address on that interface is "
+                        "not reachable from the other hosts",
+                        LIKELY,
+                    )
                 )
-            )
+            else:
+                hits.append(
+                    Hit(
+                        "socket_ifname",
+                        first([ln for _, ln in bad], 2),
+                        what + " between hosts: connections over them do not route",
+                        LIKELY,
+                        severity="medium",
+                    )
+                )
     return hits
+
+
+def _one_routable_iface(job: Job) -> bool:
+    """The logs name exactly one socket interface, an ordinary one (not loopback, a bridge or
+    IPoIB): NCCL had no other to choose."""
+    ifaces = {
+        n: a
+        for log in job.logs
+        for n, (a, _) in {**log.socket_ifaces, **log.bootstrap_ifaces}.items()
+    }
+    return len(ifaces) == 1 and not any(
+        VIRTUAL_IFACE.match(n) or IPOIB_IFACE.match(n) or _link_local(a) for n, a in ifaces.items()
+    )
+
+
+def _link_local(addr: str) -> bool:
+    """An IPv6 link-local address (fe80::/10): it does not route off its own link."""
+    return addr.lower().startswith("fe80")
 
 
 @detector("bootstrap_unreachable")
@@ -920,6 +988,21 @@ def _bootstrap_unreachable(job: Job) -> list[Hit]:
             )
         ]
     sock = [ln for k, ln in job.all("socket_errors") if k in ("refused", "abort", "timeout")]
+    noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
+    if noroute and _one_routable_iface(job) and not _env(job, "NCCL_SOCKET_IFNAME")[0]:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(noroute + sock, 2),
+                "'No route to host' although NCCL uses the node's only ordinary interface: a "
+                "firewall rejecting the connection (iptables/firewalld REJECT answers "
+                "icmp-host-prohibited, which connect() reports as EHOSTUNREACH) or a cloud "
+                "security group closed to NCCL's ports",
+                LIKELY,
+                missing="`nc -zv PEER PORT` from this host, and the firewall rules "
+                "(`iptables -S`, `firewall-cmd --list-all`) on the peer",
+            )
+        ]
     if sock:
         return [
             Hit(

@@ -967,6 +967,17 @@ def _h_cuda_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.cuda_failures.append((code, m.group(2), src, s.line))
 
 
+def _h_trace(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """NCCL's error return chain ('transport/nvls.cc:158 -> 1', INFO, src/include/checks.h):
+    its first frame after a WARN printed without a file (NCCL before ~2.12, or a paste without
+    the prefix) is where that WARN's failure happened."""
+    assert m is not None
+    failures = p.log.cuda_failures
+    if failures and not failures[-1][2] and failures[-1][3].number >= s.line.number - 3:
+        code, msg, _, line = failures[-1]
+        failures[-1] = (code, msg, m.group(1), line)
+
+
 def _h_test_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
     p.log.test_failures.append((m.group(2), s.line))
@@ -1302,6 +1313,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern("local access violation", _h_access_violation),
     Pattern("Cuda failure", _h_cuda_failure, _CUDA_FAILURE),
+    Pattern(" -> ", _h_trace, _c(r"^([\w/.]{1,120}\.(?:cc|cu|h)):\d{1,6} -> \d{1,4}\s*$")),
     Pattern(" failure ", _h_test_failure, _TEST_FAILURE),
     Pattern("unhandled cuda error", _h_cuda_unhandled),
     Pattern("ncclUnhandledCudaError", _h_cuda_unhandled),
@@ -1322,6 +1334,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("shm_open failed", _h_shm_space),
     Pattern("Could not map /dev/shm", _h_shm_space),
     Pattern("Unable to allocate shared memory", _h_shm_space),
+    # PyTorch's DataLoader when its workers' /dev/shm tensors cannot be backed
+    # (torch/utils/data/_utils/signal_handling.py, torch/csrc/DataLoader.cpp)
+    Pattern("insufficient shared memory", _h_shm_space),
+    Pattern("out of shared memory", _h_shm_space, _c(r"workers? (?:are|is) out of shared memory")),
     Pattern("no socket interface found", _h_iface("none")),
     # bootstrap's own interface choice (NCCL >= 2.23, bootstrap.cc)
     Pattern("verify NCCL_OOB_NET_IFNAME", _h_iface("none")),

@@ -78,6 +78,9 @@ class Rule:
     fixes: tuple[str, ...]
     confirm: str
     """The command or log that settles it when the evidence given is partial."""
+    consequence: bool = False
+    """What other faults end in (a watchdog timeout, a dead peer, unexplained warnings): it
+    ranks below any critical cause found beside it, which is what the user must fix."""
 
 
 RULES: tuple[Rule, ...] = (
@@ -728,6 +731,7 @@ RULES: tuple[Rule, ...] = (
             "for known long phases (checkpointing, evaluation on one rank)",
         ),
         confirm="the log of every rank around the timeout (the missing one matters most)",
+        consequence=True,
     ),
     Rule(
         code="peer_exited",
@@ -744,6 +748,7 @@ RULES: tuple[Rule, ...] = (
         checks=("the dead rank's log and `dmesg` (OOM killer, segfault, Xid)",),
         fixes=("fix the crash on the dead rank; this error on the others is a consequence",),
         confirm="the log of the rank at the address in the error",
+        consequence=True,
     ),
     # --- version skew -------------------------------------------------------------------------
     Rule(
@@ -926,6 +931,7 @@ RULES: tuple[Rule, ...] = (
         checks=("the first quoted line, on the first rank that printed it",),
         fixes=("fix the first error; the others usually follow from it",),
         confirm="NCCL_DEBUG=INFO of that rank",
+        consequence=True,
     ),
 )
 

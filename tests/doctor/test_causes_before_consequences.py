@@ -1,0 +1,120 @@
+"""Whole excerpts as a failing job prints them: the cause NCCL or the driver states, then what it
+ends in (PyTorch's watchdog timeout, a dead peer, NCCL's error return chain). The first finding
+must be the cause, not its consequence. Each excerpt is written from the messages' source, cited
+beside it (NVIDIA/nccl tags, pytorch/pytorch files); none is copied from a thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bandwall.measure.doctor import diagnose
+
+#: PyTorch's watchdog timeout (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, 2.2+ wording)
+WATCHDOG = (
+    "[rank3]:[E ProcessGroupNCCL.cpp:563] [Rank 3] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=2041, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+    "Timeout(ms)=600000) ran for 600412 milliseconds before timing out.\n"
+)
+
+#: (what the excerpt shows and where its lines come from, the excerpt, the rule ranked first)
+EXCERPTS: list[tuple[str, str, str]] = [
+    (
+        # NCCL v2.21.5 src/transport/net_ib.cc ncclIbTest: 'NET/IB : Got completion from peer
+        # %s with error %d, opcode %d, len %d, vendor err %d'; then the watchdog
+        "an IB retry-exceeded completion, then the watchdog timeout it causes",
+        "g7:2334:2512 [3] NCCL WARN NET/IB : Got completion from peer 10.10.0.8<40345> with "
+        "error 12, opcode 0, len 0, vendor err 129 (Send)\n"
+        "g7:2334:2512 [3] NCCL INFO transport/net.cc:1138 -> 6\n" + WATCHDOG,
+        "ib_link_error",
+    ),
+    (
+        # the NVIDIA driver's Xid report (kernel log), then the watchdog on a surviving rank
+        "a GPU that fell off the bus, then the watchdog timeout",
+        "NVRM: Xid (PCI:0000:b3:00): 79, pid=0, GPU has fallen off the bus.\n" + WATCHDOG,
+        "gpu_xid",
+    ),
+    (
+        # NCCL v2.21.5 src/misc/shmutils.cc:128 'Error while %s shared memory segment %s (size
+        # %ld), error: %s (%d)'; PyTorch's DistBackendError repeating it after 'Last error:'
+        "/dev/shm full in a container, then PyTorch's unhandled system error",
+        "w0:391:512 [1] NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-8HkBf2 (size 9637888), error: No space left on device (28)\n"
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.21.5\n" + WATCHDOG,
+        "shm_space",
+    ),
+    (
+        # torch/csrc/DataLoader.cpp (SIGBUS handler) and torch/utils/data/dataloader.py
+        "DataLoader workers out of /dev/shm (a container's 64 MB default)",
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+        "insufficient shared memory (shm).\n"
+        "RuntimeError: DataLoader worker (pid 2345) is killed by signal: Bus error. It is "
+        "possible that dataloader's workers are out of shared memory. Please try to raise "
+        "your shared memory limit.\n",
+        "shm_space",
+    ),
+    (
+        # NCCL v2.21.5 src/misc/socket.cc:351-354: docker* and lo are excluded unless chosen
+        # (NCCL_SOCKET_IFNAME) or nothing else is up; socket.cc:484 the connect failure
+        "bootstrap and NET/Socket on docker0, connections refused",
+        "a:100:100 [0] NCCL INFO Bootstrap : Using docker0:172.17.0.1<0>\n"
+        "a:100:100 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0>\n"
+        "a:100:130 [0] NCCL WARN Net : Connect to 172.17.0.1<45231> failed : Connection "
+        "refused\n",
+        "socket_ifname",
+    ),
+    (
+        "bootstrap on loopback, the connection aborted",
+        "g1:551:551 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
+        "g1:551:570 [0] NCCL WARN socketStartConnect: Connect to 127.0.0.1<51243> failed : "
+        "Software caused connection abort\n",
+        "socket_ifname",
+    ),
+    (
+        # the same socket.cc connect WARN; an IPv6 link-local address advertised
+        "bootstrap on an IPv6 link-local address, the network unreachable",
+        "n1:5:5 [0] NCCL INFO Bootstrap : Using eth0:fe80::5054:ff:fe12:3456%eth0<0>\n"
+        "n1:5:30 [0] NCCL WARN socketStartConnect: Connect to fe80::5054:ff:fe12:3457%eth0"
+        "<44321> failed : Network is unreachable\n",
+        "socket_ifname",
+    ),
+    (
+        # one ordinary interface chosen by NCCL itself; EHOSTUNREACH is what connect() returns
+        # for an iptables/firewalld REJECT (icmp-host-prohibited)
+        "the node's only interface, 'No route to host': a firewall",
+        "h:2001:2001 [0] NCCL INFO Bootstrap : Using eth0:10.1.0.4<0>\n"
+        "h:2001:2001 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.4<0>\n"
+        "h:2001:2040 [0] NCCL WARN socketStartConnect: Connect to 10.1.0.5<38211> failed : "
+        "No route to host\n",
+        "bootstrap_unreachable",
+    ),
+    (
+        # NCCL v2.18 src/transport/nvls.cc CUCHECK without a file in the WARN; the error
+        # return chain (src/include/checks.h:111 '%s:%d -> %d') names nvls.cc
+        "a CUDA failure whose return chain starts in NVLS setup",
+        "n1:200:260 [0] NCCL WARN Cuda failure 1 'invalid argument'\n"
+        "n1:200:260 [0] NCCL INFO transport/nvls.cc:158 -> 1\n"
+        "n1:200:260 [0] NCCL INFO transport/nvls.cc:386 -> 1\n",
+        "nvswitch_fabric",
+    ),
+]
+
+
+@pytest.mark.parametrize(("what", "text", "code"), EXCERPTS, ids=[w for w, *_ in EXCERPTS])
+def test_the_cause_is_ranked_before_what_it_ends_in(
+    tmp_path: Path, what: str, text: str, code: str
+) -> None:
+    path = tmp_path / "job.log"
+    path.write_text(text)
+    ranked = [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
+    assert ranked[:1] == [code], (what, ranked)
+
+
+def test_a_timeout_alone_is_still_named(tmp_path: Path) -> None:
+    """With no cause beside it, the watchdog timeout is the finding."""
+    path = tmp_path / "job.log"
+    path.write_text(WATCHDOG)
+    assert [f.code for f in diagnose([str(path)]).findings][:1] == ["collective_timeout"]
