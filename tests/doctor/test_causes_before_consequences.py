@@ -118,3 +118,54 @@ def test_a_timeout_alone_is_still_named(tmp_path: Path) -> None:
     path = tmp_path / "job.log"
     path.write_text(WATCHDOG)
     assert [f.code for f in diagnose([str(path)]).findings][:1] == ["collective_timeout"]
+
+
+#: PyTorch's DistBackendError without NCCL_DEBUG: NCCL's last WARN, unmarked, after 'Last error:'
+#: (ncclGetLastError, NCCL >= 2.13; torch/csrc/distributed/c10d/NCCLUtils.hpp). (NCCL source of
+#: the quoted message, the message, the rule ranked first)
+LAST_ERRORS: list[tuple[str, str, str]] = [
+    (
+        "v2.20.5 src/misc/nvmlwrap.cc (nvmlInit failure)",
+        "nvmlInit_v2() failed: Driver/library version mismatch",
+        "driver_unusable",
+    ),
+    (
+        "v2.20.5 src/transport/net_ib.cc (ncclIbRoceGetVersionNum)",
+        "NET/IB: ncclIbRoceGetVersionNum: Failed to open /sys/class/infiniband/mlx5_0/ports/1/"
+        "gid_attrs/types/3",
+        "roce_gid",
+    ),
+    (
+        "v2.20.5 src/misc/ibvwrap.cc (wrap_ibv_reg_dmabuf_mr)",
+        "Call to ibv_reg_dmabuf_mr failed with error Operation not supported",
+        "dmabuf_failed",
+    ),
+    (
+        "v2.21.5 src/os/linux.cc / graph/xml.cc (topology detection's realpath)",
+        "Could not find real path of /sys/class/pci_bus/0000:3b/../../0000:3b:00.0",
+        "pci_sysfs",
+    ),
+    (
+        "v2.20.5 src/misc/shmutils.cc (ncclShmOpen)",
+        "Error while creating shared memory segment /dev/shm/nccl-vzIpS6 (size 9637888)",
+        "shm_space",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "last", "code"), LAST_ERRORS, ids=[c for *_, c in LAST_ERRORS])
+def test_the_last_error_pytorch_quotes_is_the_cause_alone(
+    tmp_path: Path, source: str, last: str, code: str
+) -> None:
+    """The quoted WARN is the cause, and no generic 'ranks cannot connect' reading of the
+    ncclSystemError is raised beside it."""
+    path = tmp_path / "job.log"
+    path.write_text(
+        "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for "
+        "details), NCCL version 2.20.5\n"
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed "
+        "or device error.\nLast error:\n" + last + "\n"
+    )
+    ranked = [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
+    assert ranked == [code], (source, ranked)

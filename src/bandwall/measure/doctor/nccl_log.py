@@ -433,9 +433,17 @@ class Pattern:
     """Only in NCCL records (after an `NCCL INFO/WARN` marker)."""
 
 
+#: PyTorch's DistBackendError ends with NCCL's last WARN message, without NCCL's marker, on the
+#: line after 'Last error:' (ncclGetLastError, NCCL >= 2.13; torch/csrc/distributed/c10d/
+#: NCCLUtils.hpp getNcclErrorDetailStr): that line is read as the WARN record it is
+_LAST_ERROR = "Last error:"
+
+
 class _Parser:
     def __init__(self, source: str) -> None:
         self.log = NcclLog(source=source)
+        self._last_error = False
+        """The previous line was PyTorch's 'Last error:'."""
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -446,9 +454,13 @@ class _Parser:
         if not text.strip():
             return
         segments = self._split(number, text)
+        quoted = self._quoted_warn(segments, text)
         used = False
         for seg in segments:
-            if seg.level is not None:
+            if seg is quoted:
+                log.warnings.append(seg.line)
+                used = True
+            elif seg.level is not None:
                 log.records += 1
                 if seg.line.host:
                     log.hosts.add(seg.line.host)
@@ -479,6 +491,28 @@ class _Parser:
                     log.examples.append(seg.line)
         if used:
             log.matched += 1
+
+    def _quoted_warn(self, segments: list[_Seg], text: str) -> _Seg | None:
+        """The segment that is NCCL's last WARN quoted by PyTorch after 'Last error:' (on the
+        next line, or after it on the same one), marked as a WARN; None otherwise."""
+        after = self._last_error
+        self._last_error = False
+        if len(segments) != 1 or segments[0].level is not None:
+            return None
+        seg = segments[0]
+        i = seg.text.find(_LAST_ERROR)
+        if i >= 0:
+            rest = seg.text[i + len(_LAST_ERROR) :].strip()
+            if not rest:
+                self._last_error = True
+                return None
+            seg.text = rest
+        elif not after:
+            return None
+        else:
+            seg.text = _TOOL_PREFIX.sub("", seg.text.strip(), count=1).strip()
+        seg.level = "WARN"
+        return seg
 
     def _split(self, number: int, text: str) -> list[_Seg]:
         """The NCCL records in one physical line (found by their markers, scanning forward
