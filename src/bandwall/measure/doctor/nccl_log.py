@@ -1290,6 +1290,12 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("requires at least libfabric", _h_ofi_error),
     # aws-ofi-nccl cannot register GPU buffers with the provider (register_mr_buffers)
     Pattern("NET/OFI Unable to register memory", _h_ofi_error),
+    # aws-ofi-nccl giving up on every protocol / provider it tried (src/nccl_ofi_net.cpp,
+    # v1.7-v1.21: 'Unable to find a protocol that worked', 'Only EFA provider is supported',
+    # 'No viable endpoint found for TCP provider')
+    Pattern("protocol that worked", _h_ofi_error),
+    Pattern("Only EFA provider is supported", _h_ofi_error),
+    Pattern("No viable endpoint found", _h_ofi_error),
     Pattern(
         "not found",
         _h_net_not_found,
@@ -1409,6 +1415,9 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Broken pipe", _h_socket("closed")),
     Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
     Pattern("client socket has timed out", _h_store),
+    # the TCPStore client's own timeout (torch/csrc/distributed/c10d/TCPStore*.cpp, 1.x-2.x:
+    # 'RuntimeError: Socket Timeout' from rendezvous)
+    Pattern("Socket Timeout", _h_store, _c(r"(?:Error|Exception): Socket Timeout\b")),
     # the c10d TCPStore client (torch/csrc/distributed/c10d/socket.cpp): the rendezvous store
     # is what it cannot reach, whatever the errno
     Pattern("client socket has failed to connect", _h_store, _c(r"\[c10d\] The client socket")),
@@ -1482,8 +1491,15 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Driver/library version mismatch", _h_driver_unusable),
     Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
     Pattern("Failed to find CUDA library", _h_driver_unusable),
+    # CUDA's driver/runtime combination refused (cudaErrorSystemDriverMismatch 803,
+    # cudaErrorCompatNotSupportedOnDevice 804: a cuda-compat libcuda on a GPU without it)
+    Pattern("unsupported display driver / cuda driver combination", _h_driver_unusable),
+    Pattern("forward compatibility was attempted on non supported HW", _h_driver_unusable),
     # the rendezvous (c10d TCPStore, Gloo, NCCL's bootstrap) cannot bind its port
     Pattern("Address already in use", _h_port_in_use),
+    # c10d's listen failure (torch/csrc/distributed/c10d/socket.cpp, 2.2+: '... code: -98,
+    # name: EADDRINUSE, message: address already in use')
+    Pattern("EADDRINUSE", _h_port_in_use),
     Pattern("errno: 98", _h_port_in_use),
     Pattern(
         "CUDA error: ", _h_torch_cuda, _c(r"CUDA error: ([^\n]{1,200}?)(?:\s*$|\.? ?CUDA kernel)")
@@ -1529,6 +1545,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),
     Pattern("NCCL communicator was aborted", _h_watchdog_other),
     Pattern("Heartbeat monitor timed out", _h_watchdog_other),
+    # another rank's watchdog timed out and asked this one to dump (ProcessGroupNCCL.cpp 2.3+)
+    Pattern("dump signal due to a collective timeout", _h_watchdog_other),
     Pattern("watchdog got stuck", _h_watchdog_other),
     # the watchdog also ends on an NCCL error that is not a timeout ('... terminated with
     # exception: NCCL error: remote process exited or there was a network error'): only a

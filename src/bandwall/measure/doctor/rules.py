@@ -468,7 +468,8 @@ RULES: tuple[Rule, ...] = (
         title="The cloud network plugin finds no usable fabric (EFA / libfabric)",
         severity=Severity.CRITICAL,
         when="aws-ofi-nccl finds no provider: 'Couldn't find any optimal provider', "
-        "'fi_getinfo() call failed: No data available', 'No eligible providers'; or it "
+        "'fi_getinfo() call failed: No data available', 'No eligible providers', 'Unable to "
+        "find a protocol that worked', 'Only EFA provider is supported'; or it "
         "cannot register GPU memory with the provider ('NET/OFI Unable to register memory', "
         "a libfabric too old for the NCCL)",
         impact="NCCL cannot use EFA: the job fails, or falls back to TCP sockets",
@@ -528,9 +529,10 @@ RULES: tuple[Rule, ...] = (
         title="NCCL picks a socket interface that does not reach the other hosts",
         severity=Severity.CRITICAL,
         when="'no socket interface found', NCCL_SOCKET_IFNAME matching nothing, a garbage "
-        "address family, 'No route to host', bootstrap on loopback/bridges/IPoIB "
-        "across hosts, or Gloo binding to loopback ('Unable to resolve hostname to a (local) "
-        "address')",
+        "address family, 'No route to host' where the interface was chosen or several exist, "
+        "bootstrap on loopback/bridges/IPoIB across hosts or with failing connections, an "
+        "IPv6 link-local (fe80::) address advertised, or Gloo binding to loopback ('Unable "
+        "to resolve hostname to a (local) address')",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
         "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000",
@@ -549,8 +551,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.BOOTSTRAP,
         title="The rendezvous port is taken: another process already listens on it",
         severity=Severity.CRITICAL,
-        when="'Address already in use' / errno 98 from the c10d TCPStore, Gloo or NCCL's "
-        "bootstrap when it binds its port",
+        when="'Address already in use' / errno 98 / EADDRINUSE from the c10d TCPStore, Gloo or "
+        "NCCL's bootstrap when it binds its port",
         impact="the job never starts (or waits for a rendezvous that belongs to another job)",
         impact_source="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp (the bind "
         "error); a stale process of an earlier run or two jobs with one MASTER_PORT",
@@ -569,7 +571,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.BOOTSTRAP,
         title="Ranks cannot connect to each other or to the rendezvous (firewall, network)",
         severity=Severity.CRITICAL,
-        when="socket connects refused, aborted or timed out; the c10d store unreachable; "
+        when="socket connects refused, aborted or timed out; 'No route to host' on the node's "
+        "only ordinary interface (a firewall REJECT); the c10d store unreachable; "
         "`unhandled system error` with nothing else",
         impact="the job never starts, or dies at the first collective",
         impact_source="NVIDIA/nccl-tests#162 (sjeaugey: firewall); pytorch/pytorch#23363 "
@@ -591,7 +594,8 @@ RULES: tuple[Rule, ...] = (
         title="/dev/shm is too small for NCCL's shared-memory buffers",
         severity=Severity.CRITICAL,
         when="creating, extending or mapping /dev/shm/nccl-* fails ('No space left on device', "
-        "posix_fallocate), or UCX's shared-memory transport cannot allocate its FIFO",
+        "posix_fallocate), UCX's shared-memory transport cannot allocate its FIFO, or PyTorch's "
+        "DataLoader workers run out of shared memory (bus error)",
         impact="the communicator fails at init",
         impact_source="NVIDIA/nccl#342 (docker's 64 MB default); pytorch/ci-infra#490",
         checks=("`df -h /dev/shm` inside the container",),
@@ -718,7 +722,8 @@ RULES: tuple[Rule, ...] = (
         title="Watchdog timeout: ranks waited for a collective a peer never joined",
         severity=Severity.CRITICAL,
         when="PyTorch's watchdog caught a collective timeout (any version, with or without "
-        "SeqNum), 'Timeout at NCCL work', a desync report",
+        "SeqNum), 'Timeout at NCCL work', a desync report, the heartbeat monitor, a rank told "
+        "to dump because another timed out; ranked after any critical cause found beside it",
         impact="the job is taken down after the timeout (default 10 min; 30 min before 2.2)",
         impact_source="PyTorch ProcessGroupNCCL watchdog; stas00/ml-engineering debug/pytorch.md",
         checks=(
@@ -810,7 +815,9 @@ RULES: tuple[Rule, ...] = (
         title="No usable GPU driver where the job runs (missing, or libraries not matching it)",
         severity=Severity.CRITICAL,
         when="NVML's 'Driver/library version mismatch' (nvidia-smi, NCCL's nvmlInit), NCCL's "
-        "'Failed to find CUDA library', PyTorch's 'Found no NVIDIA driver on your system'",
+        "'Failed to find CUDA library', PyTorch's 'Found no NVIDIA driver on your system', "
+        "CUDA's driver combination errors (803 'unsupported display driver / cuda driver "
+        "combination', 804 'forward compatibility was attempted on non supported HW')",
         impact="no GPU at all: the job cannot start",
         impact_source="NVIDIA/nccl src/misc/nvmlwrap.cc and src/misc/cudawrap.cc (the WARNs); "
         "NVIDIA/nvidia-docker#1163 (user-space driver libraries newer than the loaded module)",
