@@ -101,6 +101,37 @@ NCCL_WARNS: list[tuple[str, str, str]] = [
     ),
 ]
 
+NCCL_WARNS += [
+    (
+        "misc/shmutils.cc (2.19+ 'Error while %s shared memory segment %s (size %ld), error: "
+        "%s (%d)', attaching): the peer's segment is not in this /dev/shm",
+        "shmutils.cc:128 NCCL WARN Error while attaching to shared memory segment "
+        "/dev/shm/nccl-Ab12Cd (size 9637888), error: No such file or directory (2)",
+        "shm_not_shared",
+    ),
+    (
+        "transport/net_ib.cc (2.19-2.21 'Got completion from peer %s with error %d, opcode %d, "
+        "len %d, vendor err %d'): IBV_WC_REM_ACCESS_ERR",
+        "net_ib.cc:1198 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43521> with error "
+        "10, opcode 1, len 0, vendor err 136",
+        "gdr_acs",
+    ),
+    (
+        "net.cc (2.12-2.18 'NET/Plugin : Plugin load returned %d : %s when loading %s'), a "
+        "plugin built against a newer libfabric",
+        "NCCL INFO NET/Plugin : Plugin load returned 2 : /opt/amazon/ofi-nccl/lib/"
+        "libnccl-net-ofi.so: version `FABRIC_1.7' not found (required by "
+        "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so) when loading libnccl-net-ofi.so",
+        "net_plugin_load",
+    ),
+    (
+        "plugin/net.cc (2.19+ 'NET/Plugin: Plugin load (%s) returned %d : %s')",
+        "NCCL INFO NET/Plugin: Plugin load (libnccl-net.so) returned 11 : libnccl-net.so: "
+        "undefined symbol: fi_getinfo",
+        "net_plugin_load",
+    ),
+]
+
 #: libfabric's EFA provider (prov/efa/src/efa_errno.h, grouped as efa_strerror.c's help does)
 EFA_LINES: list[tuple[str, str, str]] = [
     (

@@ -134,6 +134,24 @@ def _shm_space(job: Job) -> list[Hit]:
     return [Hit("shm_space", first(lines), reason, CERTAIN)]
 
 
+@detector("shm_not_shared")
+def _shm_not_shared(job: Job) -> list[Hit]:
+    # shmutils.cc prints strerror and errno: 'error: No such file or directory (2)'
+    gone = [ln for ln in _lines(job, "shm_other") if "No such file or directory" in ln.text]
+    if not gone:
+        return []
+    return [
+        Hit(
+            "shm_not_shared",
+            first(gone),
+            "a rank cannot find the /dev/shm segment its peer on the same host created: the "
+            "two do not see the same /dev/shm (separate containers or pods)",
+            LIKELY,
+            missing="how the ranks of this host are placed (one container, or several)",
+        )
+    ]
+
+
 def _mentions_nccl(job: Job) -> bool:
     """Whether the input shows NCCL at work (its lines, its library in a backtrace)."""
     return any(log.versions or log.records or log.nccl_frames for log in job.logs) or bool(
@@ -1472,6 +1490,21 @@ def _dmabuf_failed(job: Job) -> list[Hit]:
 @detector("gdr_acs")
 def _gdr_acs(job: Job) -> list[Hit]:
     prot = _completion_lines(job, {4})
+    remote = _completion_lines(job, {10})
+    if not prot and remote:
+        # IBV_WC_REM_ACCESS_ERR: the peer's NIC refused the RDMA write into its registered
+        # buffer, which for NCCL with GDR is GPU memory: the peer's side of status 4
+        return [
+            Hit(
+                "gdr_acs",
+                first(remote),
+                "IB completions fail with status 10 (remote access error): the peer's NIC "
+                "refused access to its registered (GPU) memory, as ACS/IOMMU on the peer's "
+                "PCIe path or a broken registration there does",
+                POSSIBLE,
+                missing="the peer's own log (status 4 there) and `lspci -vvv | grep ACSCtl` on it",
+            )
+        ]
     if prot:
         return [
             Hit(

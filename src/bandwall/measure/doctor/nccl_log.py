@@ -82,7 +82,8 @@ _MODIFY_QP = re.compile(
 )
 #: dlerror of a plugin that exists but needs what the host's libraries lack
 _PLUGIN_LOAD_FAILED = re.compile(
-    r"dlerror.{0,400}?(?:version [`'][^`']{1,60}' not found|undefined symbol)"
+    r"(?:dlerror|returned \d{1,4} ?:).{0,400}?(?:version [`'][^`']{1,60}' not found"
+    r"|undefined symbol)"
 )
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:(\d{1,4}) )?'([^']{1,200})'?")
 _TEST_FAILURE = re.compile(r"Test (NCCL|CUDA) failure [\w./]{1,64}:\d{1,6} '([^']{1,300})")
@@ -727,9 +728,9 @@ def _h_plugin(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 def _h_plugin_absent(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     if _PLUGIN_LOAD_FAILED.search(s.text):
-        p.log.plugin_load_failed.append(s.line)  # found, but it would not load
+        _once(p.log.plugin_load_failed, s.line)  # found, but it would not load
     else:
-        p.log.plugin_absent.append(s.line)
+        _once(p.log.plugin_absent, s.line)
 
 
 def _once(lines: list[Line], line: Line) -> None:
@@ -1274,6 +1275,14 @@ PATTERNS: tuple[Pattern, ...] = (
             r"NET/OFI (Initializing aws-ofi-nccl \S{1,40}|Using aws-ofi-nccl \S{1,40}"
             r"|Selected [Pp]rovider is \S{1,40})"
         ),
+    ),
+    # NET/Plugin's dlopen result for any plugin name (net.cc 2.12-2.18 'Plugin load returned
+    # %d : %s when loading %s', plugin/net.cc 2.19+ 'Plugin load (%s) returned %d : %s'):
+    # the tuner and profiler plugins print the same words and are left out
+    Pattern(
+        "Plugin load",
+        _h_plugin_absent,
+        _c(r"NET/Plugin ?: ?Plugin load (?:\([^)]{1,200}\) )?returned \d{1,4} ?:"),
     ),
     Pattern(
         "libnccl-net.so",

@@ -605,6 +605,32 @@ RULES: tuple[Rule, ...] = (
         confirm="`df -h /dev/shm` inside the job",
     ),
     Rule(
+        code="shm_not_shared",
+        mechanism=Mechanism.RESOURCES,
+        title="Ranks on one host do not share /dev/shm (separate containers or pods)",
+        severity=Severity.CRITICAL,
+        when="attaching to a peer's /dev/shm/nccl-* segment fails with 'No such file or "
+        "directory': NCCL took the two ranks for one host (same host hash) but the segment "
+        "its peer created is not in this rank's /dev/shm",
+        impact="the shared-memory connection between the two ranks cannot be set up: the "
+        "communicator fails at init",
+        impact_source="NCCL src/misc/shmutils.cc (ncclShmOpen attaches to the segment the peer "
+        "created, by name) and src/transport/shm.cc; NCCL troubleshooting guide (Docker: "
+        "--ipc=host to share the IPC namespace)",
+        checks=(
+            "whether the ranks of one host run in different containers or pods, each with its "
+            "own /dev/shm (`ls /dev/shm` in both)",
+            "NCCL_HOSTID, when set, differs between containers that must not share memory",
+        ),
+        fixes=(
+            "run the ranks of a host in one container, or share the IPC namespace and /dev/shm "
+            "(docker --ipc=host; one memory-backed volume mounted at /dev/shm in the pod)",
+            "or keep them apart on purpose: NCCL_SHM_DISABLE=1 (and NCCL_P2P_DISABLE=1 if CUDA "
+            "IPC fails the same way), or a distinct NCCL_HOSTID per container",
+        ),
+        confirm="`ls -l /dev/shm/nccl-*` in each rank's container while the job starts",
+    ),
+    Rule(
         code="gpu_memory",
         mechanism=Mechanism.RESOURCES,
         title="NCCL cannot allocate GPU memory",
