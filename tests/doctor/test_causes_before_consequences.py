@@ -169,3 +169,26 @@ def test_the_last_error_pytorch_quotes_is_the_cause_alone(
     )
     ranked = [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
     assert ranked == [code], (source, ranked)
+
+
+def test_a_single_node_run_ending_normally_raises_nothing(tmp_path: Path) -> None:
+    """Teardown noise of a healthy one-node run: bootstrap on lo (NCCL's last resort,
+    misc/socket.cc), PyTorch 2.4+'s destroy_process_group warning, and a CUDA call made as the
+    process exits ('driver shutting down', cudaErrorCudartUnloading). A WARN record that
+    follows another rank's record on one line names its source file, not a second host."""
+    path = tmp_path / "run.log"
+    path.write_text(
+        "n1:5:5 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
+        "n1:5:5 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>\n"
+        "n1:5:30 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        "n1:5:60 [1] NCCL INFO [Service thread] Connection closed by localRank 1 "
+        "n1:5:60 [0] NCCL INFO misc/socket.cc:47 -> 3\n"
+        "[rank0]:[W1206 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT "
+        "been destroyed before we destruct ProcessGroupNCCL.\n"
+        "n1:5:5 [0] init.cc:2011 NCCL WARN Cuda failure 'driver shutting down'\n"
+        "n1:5:70 [0] NCCL INFO comm 0x55 rank 0 nranks 2 cudaDev 0 busId 1000 - Abort "
+        "COMPLETE n1:5:70 [0] enqueue.cc:95 NCCL WARN Cuda failure 'driver shutting down'\n"
+    )
+    diag = diagnose([str(path)])
+    assert [f.code for f in diag.findings if f.severity != "info"] == []
+    assert diag.job.logs[0].hosts == {"n1"}

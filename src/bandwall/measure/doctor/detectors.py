@@ -344,6 +344,9 @@ def _cuda_error(job: Job) -> list[Hit]:
         "named symbol not found",  # gpu_arch_missing
         "no kernel image",
         "uncorrectable ECC",  # gpu_xid
+        # cudaErrorCudartUnloading (4): a call made while the process exits, after the CUDA
+        # runtime was torn down (NCCL's proxy or PyTorch's watchdog at teardown): no fault
+        "driver shutting down",
     )
     lines = [
         ln
@@ -1855,6 +1858,8 @@ def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
                 continue
             if "Failed to open libibverbs" in ln.text:
                 continue  # harmless alone (NVIDIA/nccl#259); socket_fallback judges it
+            if "driver shutting down" in ln.text:
+                continue  # a CUDA call at process exit (cudaErrorCudartUnloading)
             rest.append(ln)
     if not rest:
         return []

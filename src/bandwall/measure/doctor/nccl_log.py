@@ -36,6 +36,7 @@ _PREFIX_TAIL = re.compile(
     r"(?:\[(?P<dev>\d{1,4})\] )?"
     r"(?:(?P<src>[\w/.\-]{1,200}\.(?:cc|cu|h|cpp|c):\d{1,6}) )?$"
 )
+_SOURCE_FILE = re.compile(r"\.(?:cc|cu|h|cpp|c)$")
 _VERSION = re.compile(r"NCCL version:? ?(\d{1,2}\.\d{1,3}\.\d{1,3})")
 _ENV_ECHO = re.compile(r"\b(NCCL_[A-Z0-9_]{2,64}) set (?:by environment )?to (\S{1,256})")
 _IFACE = re.compile(r"(?:\[\d{1,3}\])?([A-Za-z0-9_.\-]{1,64}):([0-9a-fA-F.:%A-Za-z\-]{0,64})<\d+>")
@@ -548,6 +549,10 @@ class _Parser:
             m = _PREFIX_TAIL.search(head)
             host = m.group("host") if m else None
             src = m.group("src") if m else None
+            if host and _SOURCE_FILE.search(host):
+                # 'proxy.cc:1491 NCCL WARN' after another rank's record: a source location
+                # (NCCL >= 2.12 prints one before WARN), not 'host:pid'
+                host = None
             message = text[end:stop].strip()
             segs.append(_Seg(message, Line(log.source, number, text, host), level, src))
         return segs
