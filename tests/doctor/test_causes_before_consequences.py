@@ -103,6 +103,41 @@ EXCERPTS: list[tuple[str, str, str]] = [
 ]
 
 
+EXCERPTS += [
+    (
+        # c10/cuda/CUDACachingAllocator.cpp 'CUDA out of memory. Tried to allocate ...' on one
+        # rank; the watchdog on another
+        "one rank out of GPU memory, the others time out waiting for it",
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; "
+        "79.15 GiB total capacity; 75.20 GiB already allocated)\n" + WATCHDOG,
+        "gpu_memory",
+    ),
+    (
+        # Linux drivers/net/ethernet/mellanox/mlx5/core (port state change, module events)
+        "the kernel log's NIC link down, then the timeout",
+        "[12345.678] mlx5_core 0000:0c:00.0 ibp12s0: Link down\n" + WATCHDOG,
+        "ib_link_error",
+    ),
+    (
+        # NCCL v2.4-v2.8 src/misc/ibvwrap.cc IBV_PTR_CHECK: 'Call to ibv_reg_mr failed' with no
+        # errno
+        "an old NCCL's registration failure without an errno",
+        "n1:5:30 [0] NCCL WARN Call to ibv_reg_mr failed\n"
+        "n1:5:30 [0] NCCL INFO transport/net_ib.cc:612 -> 2\n",
+        "memlock",
+    ),
+    (
+        # NCCL src/misc/nvmlwrap.cc 'nvmlInit%s() failed: %s' (nvmlErrorString: NVML_ERROR_
+        # DRIVER_NOT_LOADED) and nvidia-smi's own message for it
+        "no NVIDIA kernel module loaded",
+        "n1:5:30 [0] NCCL WARN nvmlInit_v2() failed: Driver Not Loaded\n"
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+        "sure that the latest NVIDIA driver is installed and running.\n",
+        "driver_unusable",
+    ),
+]
+
+
 @pytest.mark.parametrize(("what", "text", "code"), EXCERPTS, ids=[w for w, *_ in EXCERPTS])
 def test_the_cause_is_ranked_before_what_it_ends_in(
     tmp_path: Path, what: str, text: str, code: str

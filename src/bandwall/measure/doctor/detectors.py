@@ -309,6 +309,21 @@ def _mixed_versions(job: Job) -> list[Hit]:
 def _gpu_memory(job: Job) -> list[Hit]:
     oom = [ln for code, msg, _, ln in job.all("cuda_failures") if "out of memory" in msg]
     oom += [ln for ln in job.all("warnings") if re.search(r"Failed to CUDA (?:c|m)alloc", ln.text)]
+    torch_oom = [
+        ln
+        for _, msg, src, ln in job.all("cuda_failures")
+        if src == "torch" and msg == "out of memory"
+    ]
+    if oom and len(torch_oom) == len(oom):
+        return [
+            Hit(
+                "gpu_memory",
+                first(oom),
+                "PyTorch ran out of GPU memory on this rank: it stops, and the ranks waiting "
+                "for it in a collective time out",
+                CERTAIN,
+            )
+        ]
     if oom:
         return [Hit("gpu_memory", first(oom), "CUDA reported 'out of memory' inside NCCL", CERTAIN)]
     unhandled = _lines(job, "cuda_unhandled") + [
@@ -1179,6 +1194,19 @@ def _completion_lines(job: Job, statuses: set[int]) -> list[Line]:
 def _ib_link_error(job: Job) -> list[Hit]:
     events = [(e, ln) for e, ln in job.all("async_events") if "GID" not in e]
     fatal = [ln for e, ln in events if re.search(r"port error|catastrophic|fatal", e, re.I)]
+    down = _lines(job, "nic_down")
+    if down and not fatal:
+        return [
+            Hit(
+                "ib_link_error",
+                first(down),
+                "the kernel log shows a NIC port going down or a cable/transceiver error: the "
+                "link failed under the job",
+                LIKELY,
+                missing="whether that port carries the job's traffic (NCCL's 'NET/IB : Using' "
+                "line) and its errors at the time of the failure",
+            )
+        ]
     if fatal:
         return [
             Hit(
@@ -1398,6 +1426,19 @@ def _link_local_gid(text: str) -> bool:
 @detector("memlock")
 def _memlock(job: Job) -> list[Hit]:
     lines = _lines(job, "verbs_nomem")
+    bare = _lines(job, "reg_mr_failed")
+    if bare and not lines:
+        return [
+            Hit(
+                "memlock",
+                first(bare),
+                "registering memory with the NIC failed (ibv_reg_mr) without a reason printed: "
+                "most often the locked-memory limit; without GPUDirect RDMA support, GPU "
+                "buffers cannot be registered either",
+                POSSIBLE,
+                missing="the errno (a newer NCCL prints it) and `ulimit -l` inside the job",
+            )
+        ]
     if not lines:
         return []
     conf = CERTAIN if any("Cannot allocate memory" in ln.text for ln in lines) else LIKELY

@@ -246,6 +246,10 @@ class NcclLog:
     (80FE/...)' INFO lines, NCCL >= 2.19, RoCE only from 2.29: the GID's first 64 bits in hex,
     byte-swapped)."""
     verbs_nomem: list[Line] = field(default_factory=list)
+    reg_mr_failed: list[Line] = field(default_factory=list)
+    """'Call to ibv_reg_mr failed' without the errno (ibvwrap.cc before it printed one)."""
+    nic_down: list[Line] = field(default_factory=list)
+    """The kernel's mlx5 driver reporting a port's link down or a cable/module error."""
     hca_mix: list[Line] = field(default_factory=list)
     access_violation: list[Line] = field(default_factory=list)
     cuda_failures: list[tuple[int | None, str, str, Line]] = field(default_factory=list)
@@ -1160,6 +1164,19 @@ def _h_torch_cuda(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once_tagged(p.log.cuda_failures, (None, m.group(1).strip(), "torch", s.line))
 
 
+def _h_torch_oom(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """PyTorch's caching allocator out of GPU memory (torch.cuda.OutOfMemoryError)."""
+    _once_tagged(p.log.cuda_failures, (2, "out of memory", "torch", s.line))
+
+
+def _h_nic_down(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.nic_down, s.line)
+
+
+def _h_reg_mr(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.reg_mr_failed, s.line)
+
+
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.fabric_not_ready, s.line)
 
@@ -1367,6 +1384,18 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern("local access violation", _h_access_violation),
     Pattern("Cuda failure", _h_cuda_failure, _CUDA_FAILURE),
+    # PyTorch's allocator (c10/cuda/CUDACachingAllocator.cpp: 'CUDA out of memory. Tried to
+    # allocate ...'): the model's memory on that rank, which the others then wait for
+    Pattern("CUDA out of memory", _h_torch_oom, _c(r"CUDA out of memory\. Tried to allocate")),
+    # ibvwrap.cc's IBV_PTR_CHECK before the errno was printed: registration refused
+    Pattern("ibv_reg_mr failed", _h_reg_mr, _c(r"Call to ibv_reg_mr failed\s*$")),
+    # the kernel's mlx5 driver (drivers/net/ethernet/mellanox/mlx5/core: en_main.c link
+    # state, events.c 'Port module event[error]'): a NIC port that went down under the job
+    Pattern(
+        "mlx5",
+        _h_nic_down,
+        _c(r"mlx5_core \S{1,40}(?: \S{1,40})?:? Link down\b|Port module event\[error\]"),
+    ),
     Pattern(" -> ", _h_trace, _c(r"^([\w/.]{1,120}\.(?:cc|cu|h)):\d{1,6} -> \d{1,4}\s*$")),
     Pattern(" failure ", _h_test_failure, _TEST_FAILURE),
     Pattern("unhandled cuda error", _h_cuda_unhandled),
@@ -1503,6 +1532,10 @@ PATTERNS: tuple[Pattern, ...] = (
     # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
     # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
     Pattern("Driver/library version mismatch", _h_driver_unusable),
+    # NVML without a loaded kernel module (nvmlwrap.cc 'nvmlInit_v2() failed: Driver Not
+    # Loaded'), and nvidia-smi's own words for it
+    Pattern("Driver Not Loaded", _h_driver_unusable, _c(r"nvmlInit\w{0,4}\(\) failed: Driver Not")),
+    Pattern("couldn't communicate with the NVIDIA driver", _h_driver_unusable),
     Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
     Pattern("Failed to find CUDA library", _h_driver_unusable),
     # CUDA's driver/runtime combination refused (cudaErrorSystemDriverMismatch 803,

@@ -131,7 +131,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.IB_VERBS,
         title="RDMA transfers time out: the link or the peer's NIC stopped answering",
         severity=Severity.CRITICAL,
-        when="IB completion status 12 (retry exceeded, vendor err 129/0x81), port error or "
+        when="IB completion status 12 (retry exceeded, vendor err 129/0x81), the kernel's mlx5 "
+        "driver reporting a port link down or a cable/module error, port error or "
         "catastrophic async events, the peer's socket reset while the IB network is in use, "
         "or an EFA peer that stopped answering ('Unresponsive remote/receiver (... previously "
         "...)', efa_errno.h 13, 4124)",
@@ -178,7 +179,8 @@ RULES: tuple[Rule, ...] = (
         title="RDMA memory registration fails: the locked-memory limit is too low",
         severity=Severity.CRITICAL,
         when="ibv_reg_mr / ibv_create_cq / ibv_create_qp fail with 'Cannot allocate memory', or "
-        "libfabric's EFA provider cannot post its receive buffers (ENOMEM, efa_errno 4112)",
+        "libfabric's EFA provider cannot post its receive buffers (ENOMEM, efa_errno 4112); "
+        "an old NCCL's bare 'Call to ibv_reg_mr failed' (possible)",
         impact="NCCL cannot register buffers with the NIC; the communicator fails",
         impact_source="NVIDIA/nccl-tests#206 (ulimit -l was 8192 kB)",
         checks=("`ulimit -l` inside the job (under mpirun/srun, in the container)",),
@@ -635,7 +637,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.RESOURCES,
         title="NCCL cannot allocate GPU memory",
         severity=Severity.CRITICAL,
-        when="'Cuda failure ... out of memory', 'Failed to CUDA calloc/malloc', or an "
+        when="'Cuda failure ... out of memory', 'Failed to CUDA calloc/malloc', PyTorch's "
+        "'CUDA out of memory. Tried to allocate' (the rank stops; the others time out), or an "
         "'unhandled cuda error' with nothing more specific",
         impact="communicator init or a collective fails",
         impact_source="NVIDIA/nccl#1235; scitix/sichek#71 (other processes held the memory)",
@@ -841,7 +844,8 @@ RULES: tuple[Rule, ...] = (
         title="No usable GPU driver where the job runs (missing, or libraries not matching it)",
         severity=Severity.CRITICAL,
         when="NVML's 'Driver/library version mismatch' (nvidia-smi, NCCL's nvmlInit), NCCL's "
-        "'Failed to find CUDA library', PyTorch's 'Found no NVIDIA driver on your system', "
+        "'Failed to find CUDA library', NVML's 'Driver Not Loaded' / nvidia-smi's 'couldn't "
+        "communicate with the NVIDIA driver', PyTorch's 'Found no NVIDIA driver on your system', "
         "CUDA's driver combination errors (803 'unsupported display driver / cuda driver "
         "combination', 804 'forward compatibility was attempted on non supported HW')",
         impact="no GPU at all: the job cannot start",
