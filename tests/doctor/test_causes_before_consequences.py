@@ -227,3 +227,44 @@ def test_a_single_node_run_ending_normally_raises_nothing(tmp_path: Path) -> Non
     diag = diagnose([str(path)])
     assert [f.code for f in diag.findings if f.severity != "info"] == []
     assert diag.job.logs[0].hosts == {"n1"}
+
+
+#: Kernel, driver and plugin-loader lines (no NCCL header), each read from its source
+SYSTEM_LINES: list[tuple[str, str, str]] = [
+    (
+        "Linux drivers/iommu/amd: the IOMMU refusing a GPU's peer DMA",
+        "[  512.331] nvidia 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e "
+        "address=0x1e0000000 flags=0x0020]",
+        "p2p_broken",
+    ),
+    (
+        "Linux drivers/iommu/intel (dmar.c fault report)",
+        "[ 8812.1] DMAR: [DMA Write NO_PASID] Request device [b1:00.0] fault addr "
+        "0x3800a0000000 [fault reason 0x05] PTE Write access is not set",
+        "p2p_broken",
+    ),
+    (
+        "NCCL CUCHECK with the driver API's error name (cuGetErrorName)",
+        "n1:5:5 [0] NCCL WARN Cuda failure 'CUDA_ERROR_SYSTEM_NOT_READY'",
+        "nvswitch_fabric",
+    ),
+    (
+        # NCCL plugin/net.cc (2.19+): NCCL_NET_PLUGIN=<name> is tried as
+        # libnccl-net-<name>.so, then as given; both dlopens fail
+        "NCCL_NET_PLUGIN naming a plugin that is not installed",
+        "n1:80:80 [0] NCCL INFO NCCL_NET_PLUGIN set by environment to aws-ofi\n"
+        "n1:80:80 [0] NCCL INFO NET/Plugin: Plugin load (libnccl-net-aws-ofi.so) returned 2 : "
+        "libnccl-net-aws-ofi.so: cannot open shared object file: No such file or directory",
+        "net_plugin_load",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "text", "code"), SYSTEM_LINES, ids=[c for *_, c in SYSTEM_LINES]
+)
+def test_system_lines_name_their_cause(tmp_path: Path, source: str, text: str, code: str) -> None:
+    path = tmp_path / "sys.log"
+    path.write_text(text + "\n")
+    ranked = [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
+    assert ranked == [code], (source, ranked)

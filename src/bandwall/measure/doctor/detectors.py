@@ -355,6 +355,7 @@ def _cuda_error(job: Job) -> list[Hit]:
         "out of memory",
         "peer access",
         "system not yet initialized",
+        "SYSTEM_NOT_READY",  # the driver API's name for 802 (nvswitch_fabric)
         "insufficient",
         "named symbol not found",  # gpu_arch_missing
         "no kernel image",
@@ -459,6 +460,22 @@ def _net_plugin_load(job: Job) -> list[Hit]:
                 CERTAIN,
             )
         ]
+    named, named_lines = _env(job, "NCCL_NET_PLUGIN")
+    loaded = any(log.plugins for log in job.logs)
+    absent = _lines(job, "plugin_absent")
+    if not lines and named and absent and not loaded and not named & {"none", "0"}:
+        # NCCL_NET_PLUGIN names a plugin (net.cc: 'libnccl-net-<name>.so' or a path) and the
+        # dlopen of every candidate failed with 'cannot open shared object file'
+        return [
+            Hit(
+                "net_plugin_load",
+                first(named_lines[:1] + absent, 3),
+                f"NCCL_NET_PLUGIN={sorted(named)[0]} asks for a network plugin that is not "
+                "found where the job runs (not installed, or not on LD_LIBRARY_PATH): NCCL "
+                "goes on with its internal transports",
+                CERTAIN,
+            )
+        ]
     if not lines:
         return []
     return [
@@ -539,6 +556,20 @@ def _p2p_broken(job: Job) -> list[Hit]:
     errs = _lines(job, "p2p_errors") + [
         ln for code, msg, _, ln in job.all("cuda_failures") if code == 217 or "peer access" in msg
     ]
+    iommu = _lines(job, "iommu_faults")
+    if iommu and not errs:
+        return [
+            Hit(
+                "p2p_broken",
+                first(iommu),
+                "the IOMMU blocked a device's DMA (an I/O page fault in the kernel log): GPU "
+                "peer-to-peer and GPUDirect RDMA writes are translated and refused unless the "
+                "IOMMU is in passthrough mode",
+                LIKELY,
+                missing="which device faulted (its PCI address against `nvidia-smi -q` and "
+                "`ibdev2netdev`) and the IOMMU mode (`cat /proc/cmdline`)",
+            )
+        ]
     if errs:
         shm = any("shm.cc" in ln.text for ln in errs)
         return [

@@ -248,6 +248,8 @@ class NcclLog:
     verbs_nomem: list[Line] = field(default_factory=list)
     reg_mr_failed: list[Line] = field(default_factory=list)
     """'Call to ibv_reg_mr failed' without the errno (ibvwrap.cc before it printed one)."""
+    iommu_faults: list[Line] = field(default_factory=list)
+    """The kernel's IOMMU refusing a device's DMA (AMD-Vi IO_PAGE_FAULT, Intel DMAR fault)."""
     nic_down: list[Line] = field(default_factory=list)
     """The kernel's mlx5 driver reporting a port's link down or a cable/module error."""
     hca_mix: list[Line] = field(default_factory=list)
@@ -1169,6 +1171,10 @@ def _h_torch_oom(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once_tagged(p.log.cuda_failures, (2, "out of memory", "torch", s.line))
 
 
+def _h_iommu(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.iommu_faults, s.line)
+
+
 def _h_nic_down(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.nic_down, s.line)
 
@@ -1552,6 +1558,11 @@ PATTERNS: tuple[Pattern, ...] = (
         "CUDA error: ", _h_torch_cuda, _c(r"CUDA error: ([^\n]{1,200}?)(?:\s*$|\.? ?CUDA kernel)")
     ),
     Pattern("system not yet initialized", _h_fabric),
+    Pattern("CUDA_ERROR_SYSTEM_NOT_READY", _h_fabric),
+    # the IOMMU translating and refusing peer DMA (Linux drivers/iommu: amd 'Event logged
+    # [IO_PAGE_FAULT ...]', intel 'DMAR: [DMA Write] Request device [...] fault addr')
+    Pattern("IO_PAGE_FAULT", _h_iommu, _c(r"AMD-Vi: Event logged \[IO_PAGE_FAULT")),
+    Pattern("DMAR", _h_iommu, _c(r"DMAR: \[DMA (?:Read|Write)[\w ]{0,20}\] Request device")),
     Pattern("cudaErrorSystemNotReady", _h_fabric),
     # `systemctl status nvidia-fabricmanager` and Fabric Manager's own refusal to start
     Pattern("nvidia-fabricmanager.service", _h_fm_unit),

@@ -338,7 +338,9 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="CUDA refuses peer access (error 217 'peer access is not supported', 'failed to "
         "open CUDA IPC handle'), NCCL warns P2P is disabled between NVLink-connected GPUs, "
-        "nccl-tests reports wrong data, or a consumer-GPU node hangs at its first collective",
+        "nccl-tests reports wrong data, a consumer-GPU node hangs at its first collective, or "
+        "the kernel log shows the IOMMU refusing a device's DMA (AMD-Vi IO_PAGE_FAULT, DMAR "
+        "fault)",
         impact="the job fails or hangs at start-up, or silently computes on corrupted data",
         impact_source="NVIDIA/nccl-tests#117 and #287 (GeForce cards do not support P2P); "
         "NVIDIA/nccl#1838 (cuMem host sharing needs P2P)",
@@ -446,10 +448,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.NVLS,
         title="The NVSwitch fabric is not ready (Fabric Manager)",
         severity=Severity.CRITICAL,
-        when="CUDA 'system not yet initialized' (802), the nvidia-fabricmanager unit failed or "
-        "inactive, or Fabric Manager refusing a driver of another version, NVLS multicast "
-        "failing in "
-        "transport/nvls.cc ('invalid argument', 'Failed to bind NVLink SHARP')",
+        when="CUDA 'system not yet initialized' (802, CUDA_ERROR_SYSTEM_NOT_READY), the "
+        "nvidia-fabricmanager unit failed or inactive, or Fabric Manager refusing a driver "
+        "of another version, NVLS multicast failing in transport/nvls.cc ('invalid "
+        "argument', 'Failed to bind NVLink SHARP')",
         impact="no CUDA context or no NVLS buffers: every job on the node fails at init",
         impact_source="NVIDIA/nccl#976 and #1488 (FM restarted without a GPU reset); "
         "NVIDIA/nccl-tests#264 (FM not running)",
@@ -503,12 +505,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         code="net_plugin_load",
         mechanism=Mechanism.PLUGINS,
-        title="A network plugin is installed but fails to load",
+        title="A network plugin the job needs is missing or fails to load",
         severity=Severity.HIGH,
         when="NET/Plugin's dlerror names a missing symbol or symbol version (e.g. "
         "libfabric's FABRIC_1.7 not found for aws-ofi-nccl): the plugin is there, the "
-        "libraries it needs are too old or absent; or NCCL_NET names a network no loaded "
-        "plugin provides ('Error: network X not found')",
+        "libraries it needs are too old or absent; NCCL_NET_PLUGIN names a plugin no "
+        "directory on the library path holds ('cannot open shared object file'); or NCCL_NET "
+        "names a network no loaded plugin provides ('Error: network X not found')",
         impact="NCCL falls back to its internal IB or socket transport (on EFA: sockets, a "
         "fraction of the bandwidth) or fails to find a network",
         impact_source="awslabs/awsome-distributed-ai#292 (aws-ofi-nccl 1.9 needs libfabric >= "
