@@ -105,6 +105,19 @@ EXCERPTS: list[tuple[str, str, str]] = [
 
 EXCERPTS += [
     (
+        # NCCL v2.21.5 net_ib.cc: 'GPU Direct RDMA Disabled for HCA %d '%s' (no module)' INFO and
+        # the completion WARN: the slowdown is certain, the failure is the retry error
+        "GPUDirect RDMA off and an IB retry error: the failure first",
+        "g1:10:10 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB "
+        "ib0:10.0.0.1<0>\n"
+        "g1:10:40 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no "
+        "module)\n"
+        "g1:10:40 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0\n"
+        "g1:10:90 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<40345> with error "
+        "12, opcode 0, len 0, vendor err 129 (Send)\n",
+        "ib_link_error",
+    ),
+    (
         # c10/cuda/CUDACachingAllocator.cpp 'CUDA out of memory. Tried to allocate ...' on one
         # rank; the watchdog on another
         "one rank out of GPU memory, the others time out waiting for it",
