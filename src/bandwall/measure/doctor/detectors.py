@@ -986,6 +986,27 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 LIKELY,
             )
         )
+    # a peer advertised a loopback address: its hostname resolves to 127.0.1.1 (Debian's
+    # /etc/hosts) or it bound to lo; nothing off that host can connect to it
+    to_loopback = [
+        ln
+        for k, ln in job.all("socket_errors")
+        if k != "closed"
+        and (m := _LOOPBACK_PEER.search(ln.text))
+        and (m.group(0) != "127.0.0.1" or job.multi_node)
+    ]
+    if not hits and to_loopback:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(to_loopback, 2),
+                "connections go to a loopback address (127.x): a rank advertised it because "
+                "its hostname resolves there (127.0.1.1 in /etc/hosts) or it bound to lo; set "
+                "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface between the nodes, "
+                "or map the hostname to its routable address",
+                LIKELY,
+            )
+        )
     # NCCL's default interface filter excludes lo and docker* (misc/socket.cc
     # ncclFindInterfaces: '^docker,lo' ... then lo as the last resort), so bootstrap or
     # NET/Socket on one of them means NCCL_SOCKET_IFNAME chose it or nothing else was up
@@ -1022,6 +1043,9 @@ def _socket_ifname(job: Job) -> list[Hit]:
                     )
                 )
     return hits
+
+
+_LOOPBACK_PEER = re.compile(r"(?<![\d.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d.])")
 
 
 def _one_routable_iface(job: Job) -> bool:

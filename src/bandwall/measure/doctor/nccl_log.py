@@ -1438,6 +1438,19 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("in the same subnet", _h_iface("subnet")),
     # PyTorch's ProcessGroupGloo when the hostname resolves to no local address
     Pattern("Unable to resolve hostname to a (local) address", _h_iface("loopback")),
+    # Gloo's device for an address no local interface has (gloo/transport/tcp/device.cc)
+    Pattern("Unable to find interface for", _h_iface("none")),
+    # Gloo could not connect every pair of ranks (gloo/rendezvous/context.cc connectFullMesh)
+    Pattern("connectFullMesh failed", _h_socket("timeout")),
+    # a Gloo collective that waited past its timeout (gloo/transport/tcp/unbound_buffer.cc)
+    Pattern(
+        "Timed out waiting",
+        _h_watchdog_other,
+        _c(r"Timed out waiting \d{1,12}ms for (?:recv|send) operation to complete"),
+    ),
+    # no GPU visible to the process (ProcessGroupNCCL's constructor, torch.cuda's lazy init)
+    Pattern("only supported with GPUs, no GPUs found", _h_driver_unusable),
+    Pattern("No CUDA GPUs are available", _h_driver_unusable),
     Pattern("Connection refused", _h_socket("refused")),
     Pattern(
         "timed out",

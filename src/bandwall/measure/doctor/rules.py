@@ -536,8 +536,9 @@ RULES: tuple[Rule, ...] = (
         when="'no socket interface found', NCCL_SOCKET_IFNAME matching nothing, a garbage "
         "address family, 'No route to host' where the interface was chosen or several exist, "
         "bootstrap on loopback/bridges/IPoIB across hosts or with failing connections, an "
-        "IPv6 link-local (fe80::) address advertised, or Gloo binding to loopback ('Unable "
-        "to resolve hostname to a (local) address')",
+        "IPv6 link-local (fe80::) address advertised, connections to a loopback address "
+        "(a hostname on 127.0.1.1), Gloo finding no interface for its address, or Gloo "
+        "binding to loopback ('Unable to resolve hostname to a (local) address')",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
         "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000",
@@ -754,8 +755,9 @@ RULES: tuple[Rule, ...] = (
         title="Watchdog timeout: ranks waited for a collective a peer never joined",
         severity=Severity.CRITICAL,
         when="PyTorch's watchdog caught a collective timeout (any version, with or without "
-        "SeqNum), 'Timeout at NCCL work', a desync report, the heartbeat monitor, a rank told "
-        "to dump because another timed out; ranked after any critical cause found beside it",
+        "SeqNum), 'Timeout at NCCL work', a desync report, a Gloo recv/send timeout, the "
+        "heartbeat monitor, a rank told to dump because another timed out; ranked after any "
+        "critical cause found beside it",
         impact="the job is taken down after the timeout (default 10 min; 30 min before 2.2)",
         impact_source="PyTorch ProcessGroupNCCL watchdog; stas00/ml-engineering debug/pytorch.md",
         checks=(
@@ -848,7 +850,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="NVML's 'Driver/library version mismatch' (nvidia-smi, NCCL's nvmlInit), NCCL's "
         "'Failed to find CUDA library', NVML's 'Driver Not Loaded' / nvidia-smi's 'couldn't "
-        "communicate with the NVIDIA driver', PyTorch's 'Found no NVIDIA driver on your system', "
+        "communicate with the NVIDIA driver', PyTorch's 'Found no NVIDIA driver on your system' "
+        "or 'no GPUs found', "
         "CUDA's driver combination errors (803 'unsupported display driver / cuda driver "
         "combination', 804 'forward compatibility was attempted on non supported HW')",
         impact="no GPU at all: the job cannot start",
