@@ -313,3 +313,21 @@ def test_system_lines_name_their_cause(tmp_path: Path, source: str, text: str, c
     path.write_text(text + "\n")
     ranked = [f.code for f in diagnose([str(path)]).findings if f.severity != "info"]
     assert ranked[:1] == [code], (source, ranked)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # NCCL v2.21.5 src/transport/shm.cc:95 'Channel %02d : %d[%d] -> %d[%d] via SHM/%s/%s':
+        # a PCIe node where NCCL found no P2P path and chose SHM itself
+        "n1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via SHM/direct/direct\n"
+        "n1:1:2 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via SHM/direct/direct\n",
+        # src/graph/xml.cc:180 (INFO) while reading a topology XML
+        "n1:1:2 [0] NCCL INFO XML Parse : Ignoring extra attributes (max 16)\n",
+    ],
+    ids=["shm-chosen-by-nccl", "xml-extra-attributes"],
+)
+def test_informational_lines_raise_nothing(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "run.log"
+    path.write_text(text)
+    assert [f.code for f in diagnose([str(path)]).findings if f.severity != "info"] == []

@@ -659,7 +659,15 @@ def _p2p_disabled(job: Job) -> list[Hit]:
     if shm:
         reasons.append(f"{len(shm)} intra-node connection(s) go via SHM instead of P2P")
         lines += [c.line for c in shm[:2]]
-        conf = max(conf, LIKELY)
+        # NCCL picks SHM by itself where the GPUs have no P2P path (across CPU sockets,
+        # consumer cards; on a two-socket PCIe node the pairs across sockets, beside P2P
+        # within each): only a ring over NVLink or one PCIe switch (NCCL's graph type), or
+        # a setting, makes SHM a loss rather than the right choice
+        p2p_path = any(g.type_intra in ("NVL", "NVB", "PIX", "PXB") for g in job.all("graphs"))
+        if p2p_path or reasons[:-1]:
+            conf = max(conf, LIKELY)
+        elif conf == POSSIBLE:
+            severity = "info"
     if info:
         reasons.append("NCCL reports P2P disabled between connected GPUs")
         lines += info[:1]
@@ -668,6 +676,8 @@ def _p2p_disabled(job: Job) -> list[Hit]:
         return []
     if conf > POSSIBLE:
         severity = None
+    elif severity is None and shm and not info:
+        severity = "info"
     return [Hit("p2p_disabled", lines, "; ".join(reasons), conf, severity=severity)]
 
 

@@ -1610,7 +1610,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "XML",
         _h_topo_file,
-        _c(r"Could not open XML graph file|XML (?:Graph|Topology) has wrong version|XML Parse"),
+        # ('XML Parse : Ignoring extra attributes' is an INFO, not a failure)
+        _c(
+            r"Could not open XML graph file|XML (?:Graph|Topology) has wrong version"
+            r"|XML Parse(?! : Ignoring)"
+        ),
     ),
     Pattern("NCCL work: ", _h_watchdog_work, _WD_WORK),
     Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),

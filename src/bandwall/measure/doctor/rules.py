@@ -360,8 +360,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.P2P,
         title="GPU peer-to-peer is off inside the node",
         severity=Severity.MEDIUM,
-        when="NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, or intra-node connections via SHM "
-        "where GPUs share a PCIe switch or NVLink",
+        when="NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, NCCL's 'P2P is disabled between "
+        "connected GPUs', or intra-node connections via SHM where NCCL's graph puts the GPUs "
+        "on NVLink or one PCIe switch (SHM alone, which NCCL picks where no P2P path exists, "
+        "is info)",
         impact="intra-node data is copied through host memory: lower bandwidth, higher latency",
         impact_source="NVIDIA/nccl#631 (ACS/IOMMU as the usual reason P2P is off)",
         checks=("NCCL_P2P_DISABLE, NCCL_P2P_LEVEL; `nvidia-smi topo -m`",),
