@@ -105,6 +105,17 @@ EXCERPTS: list[tuple[str, str, str]] = [
 
 EXCERPTS += [
     (
+        # NCCL v2.21.5 src/transport/net_ib.cc:1057 'NET/IB: %s %d IbDev %d Port %d qpn %d mtu %d
+        # LID %d ...' on two hosts (mtu 5 = 4096 B, 3 = 1024 B), then the job hangs
+        "two hosts' QPs at different MTUs, then the watchdog",
+        "a:1:2 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "a:1:2 [0] NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 1234 mtu 5 LID 12 "
+        "fifoRkey=0x1 fifoLkey=0x2\n"
+        "b:1:2 [0] NCCL INFO NET/IB: NCCL Dev 0 IbDev 0 Port 1 qpn 4321 mtu 3 LID 14 "
+        "fifoRkey=0x1 fifoLkey=0x2\n" + WATCHDOG,
+        "ib_mtu",
+    ),
+    (
         # NCCL v2.21.5 net_ib.cc: 'GPU Direct RDMA Disabled for HCA %d '%s' (no module)' INFO and
         # the completion WARN: the slowdown is certain, the failure is the retry error
         "GPUDirect RDMA off and an IB retry error: the failure first",

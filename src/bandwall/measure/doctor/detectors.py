@@ -1341,6 +1341,34 @@ def _ib_link_error(job: Job) -> list[Hit]:
 def _ib_mtu(job: Job) -> list[Hit]:
     access = _lines(job, "access_violation")
     length = _completion_lines(job, {1})
+    mtus = job.all("qp_mtus")
+    sizes = sorted({m for m, _ in mtus})
+    if not access and not length and len(sizes) > 1:
+        # NET/IB's own QP lines show ports of different MTUs in one job (ibv_mtu 1-5 =
+        # 256 << (n - 1) bytes); a failure beside it makes the mismatch the likely cause
+        versions = {v for log in job.logs for v in log.versions}
+        clamped = bool(versions) and all(
+            tuple(int(x) for x in v.split(".")[:2]) < (2, 20) for v in versions
+        )
+        failed = not clamped and bool(
+            job.all("completions") or job.all("timeouts") or _lines(job, "remote_errors")
+        )
+        shown = [next(ln for m, ln in mtus if m == size) for size in sizes]
+        return [
+            Hit(
+                "ib_mtu",
+                first(shown, 2),
+                "the job's QPs run at different MTUs ("
+                + ", ".join(f"{256 << (m - 1)} B" for m in sizes if 1 <= m <= 5)
+                + "): NCCL 2.20+ no longer clamps a QP to the smaller end's MTU (NVIDIA/nccl#1524)",
+                LIKELY if failed else POSSIBLE,
+                severity=None if failed else "info" if clamped else "medium",
+                missing=""
+                if failed
+                else "a failure or hang of this job at its first large "
+                "transfer; `ibv_devinfo -v` active_mtu on every node",
+            )
+        ]
     if not access and not length:
         return []
     return [

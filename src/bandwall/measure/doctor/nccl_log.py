@@ -245,6 +245,9 @@ class NcclLog:
     """(GID index, link-local, line) of the QPs NET/IB set up ('... qpn N mtu M ... GID 3
     (80FE/...)' INFO lines, NCCL >= 2.19, RoCE only from 2.29: the GID's first 64 bits in hex,
     byte-swapped)."""
+    qp_mtus: list[tuple[int, Line]] = field(default_factory=list)
+    """(IB MTU enum, line) of the QPs NET/IB set up ('... qpn N mtu M ...', NCCL >= 2.19):
+    1-5 for 256-4096 bytes (ibv_mtu)."""
     verbs_nomem: list[Line] = field(default_factory=list)
     reg_mr_failed: list[Line] = field(default_factory=list)
     """'Call to ibv_reg_mr failed' without the errno (ibvwrap.cc before it printed one)."""
@@ -1171,6 +1174,11 @@ def _h_torch_oom(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once_tagged(p.log.cuda_failures, (2, "out of memory", "torch", s.line))
 
 
+def _h_qp_mtu(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.qp_mtus.append((int(m.group(1)), s.line))
+
+
 def _h_iommu(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.iommu_faults, s.line)
 
@@ -1378,6 +1386,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("GID table change", _h_gid_change),
     Pattern("ibv_modify_qp failed", _h_modify_qp, _MODIFY_QP),
     Pattern("IbDev", _h_qp_gid, _QP_GID),
+    # every QP's MTU, IB (LID) and RoCE (GID) alike: net_ib.cc 2.19-2.21, net_ib/connect.cc 2.22+
+    Pattern(
+        " mtu ", _h_qp_mtu, _c(r"IbDev \d{1,3} Port \d{1,3} (?:qpn|qp_num) \d{1,10} mtu (\d)\b")
+    ),
     Pattern("Cannot allocate memory", _h_verbs_nomem),
     Pattern("ibv_create_cq failed", _h_create_cq),
     Pattern(

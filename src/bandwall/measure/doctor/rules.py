@@ -239,7 +239,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="the NIC raises IBV_EVENT_QP_ACCESS_ERR ('local access violation work queue "
         "error') or work completions fail with status 1 (IBV_WC_LOC_LEN_ERR, a message longer "
-        "than the receive side's path MTU allows)",
+        "than the receive side's path MTU allows); or NET/IB's QP lines ('qpn N mtu M') show "
+        "different MTUs in one job under NCCL 2.20+ (likely beside a failure, else medium)",
         impact="the QP goes to the error state: its pending work is flushed (status 5) and the "
         "job fails or hangs at the first large transfer",
         impact_source="NVIDIA/nccl#1524 (servers with different port MTUs; NCCL 2.20 stopped "
