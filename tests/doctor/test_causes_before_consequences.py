@@ -285,6 +285,18 @@ SYSTEM_LINES: list[tuple[str, str, str]] = [
 
 SYSTEM_LINES += [
     (
+        "c10d socket.cpp bind failure, errno 99 (EADDRNOTAVAIL): MASTER_ADDR not on this host",
+        "[W socket.cpp:464] [c10d] The server socket has failed to bind to [10.0.0.7]:29500 "
+        "(errno: 99 - Cannot assign requested address).",
+        "socket_ifname",
+    ),
+    (
+        "NCCL v2.21.5 misc/socket.cc:484 socketStartConnect WARN with EADDRNOTAVAIL",
+        "n1:5:30 [0] NCCL WARN socketStartConnect: Connect to 10.0.0.2<43521> failed : Cannot "
+        "assign requested address",
+        "socket_ifname",
+    ),
+    (
         "pytorch third_party/gloo/gloo/transport/tcp/unbound_buffer.cc (waitRecv's timeout)",
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
         "waiting 1800000ms for recv operation to complete",

@@ -937,6 +937,20 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 missing="the 'Bootstrap : Using' line of every rank",
             )
         )
+    notlocal = [ln for k, ln in errs if k == "notlocal"]
+    if notlocal and not hits:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(notlocal + iflines[:1]),
+                "a socket was bound to (or sent from) an address this host does not have "
+                "(EADDRNOTAVAIL): MASTER_ADDR or NCCL_COMM_ID names another host, or the "
+                "interface NCCL or Gloo picked is not the one that carries that address",
+                LIKELY,
+                missing="`ip -br addr` on the failing host against MASTER_ADDR and the "
+                "'Bootstrap : Using' line",
+            )
+        )
     noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
     if noroute and not hits and _one_routable_iface(job) and not ifname:
         # one ordinary interface and nothing chose it: the address is the right one, and
@@ -976,6 +990,15 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 "WARN of every host",
             )
         )
+    if not hits:
+        hits += _ifname_by_address(job)
+    return hits
+
+
+def _ifname_by_address(job: Job) -> list[Hit]:
+    """The address NCCL or Gloo advertised cannot work: IPv6 link-local, a loopback peer, or
+    a loopback/bridge interface, read from the interfaces and the failing connections."""
+    hits: list[Hit] = []
     # an IPv6 link-local address chosen for bootstrap or sockets (NCCL prefers IPv4 unless
     # NCCL_SOCKET_FAMILY says otherwise, but takes a v6-only interface as it is)
     local6 = [

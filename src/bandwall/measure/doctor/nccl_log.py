@@ -1452,6 +1452,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Unable to resolve hostname to a (local) address", _h_iface("loopback")),
     # Gloo's device for an address no local interface has (gloo/transport/tcp/device.cc)
     Pattern("Unable to find interface for", _h_iface("none")),
+    # EADDRNOTAVAIL: binding or connecting from an address this host does not have (NCCL's
+    # socket.cc connect/bind WARNs; c10d's 'failed to bind to [addr]:port (errno: 99 ...)'):
+    # MASTER_ADDR / NCCL_COMM_ID naming another host, or an interface chosen on the wrong one
+    Pattern("Cannot assign requested address", _h_iface("notlocal")),
     # Gloo could not connect every pair of ranks (gloo/rendezvous/context.cc connectFullMesh)
     Pattern("connectFullMesh failed", _h_socket("timeout")),
     # a Gloo collective that waited past its timeout (gloo/transport/tcp/unbound_buffer.cc)

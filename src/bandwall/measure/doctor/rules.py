@@ -540,7 +540,8 @@ RULES: tuple[Rule, ...] = (
         "address family, 'No route to host' where the interface was chosen or several exist, "
         "bootstrap on loopback/bridges/IPoIB across hosts or with failing connections, an "
         "IPv6 link-local (fe80::) address advertised, connections to a loopback address "
-        "(a hostname on 127.0.1.1), Gloo finding no interface for its address, or Gloo "
+        "(a hostname on 127.0.1.1), binding to an address the host does not have (EADDRNOTAVAIL, "
+        "errno 99), Gloo finding no interface for its address, or Gloo "
         "binding to loopback ('Unable to resolve hostname to a (local) address')",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
