@@ -1672,7 +1672,9 @@ def _gdr_acs(job: Job) -> list[Hit]:
                 first(prot),
                 "IB completions fail with status 4 (local protection "
                 "error): the NIC's DMA into GPU memory is refused on the PCIe path",
-                CERTAIN,
+                # NCCL's own hint says 'in many cases' ACS (net_ib/common.h): not certain
+                LIKELY,
+                missing="`lspci -vvv | grep ACSCtl` on the host that printed it",
             )
         ]
     viol = _lines(job, "access_violation")
