@@ -101,6 +101,37 @@ NCCL_WARNS: list[tuple[str, str, str]] = [
     ),
 ]
 
+NCCL_WARNS += [
+    (
+        "misc/shmutils.cc (2.19+ 'Error while %s shared memory segment %s (size %ld), error: "
+        "%s (%d)', attaching): the peer's segment is not in this /dev/shm",
+        "shmutils.cc:128 NCCL WARN Error while attaching to shared memory segment "
+        "/dev/shm/nccl-Ab12Cd (size 9637888), error: No such file or directory (2)",
+        "shm_not_shared",
+    ),
+    (
+        "transport/net_ib.cc (2.19-2.21 'Got completion from peer %s with error %d, opcode %d, "
+        "len %d, vendor err %d'): IBV_WC_REM_ACCESS_ERR",
+        "net_ib.cc:1198 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<43521> with error "
+        "10, opcode 1, len 0, vendor err 136",
+        "gdr_acs",
+    ),
+    (
+        "net.cc (2.12-2.18 'NET/Plugin : Plugin load returned %d : %s when loading %s'), a "
+        "plugin built against a newer libfabric",
+        "NCCL INFO NET/Plugin : Plugin load returned 2 : /opt/amazon/ofi-nccl/lib/"
+        "libnccl-net-ofi.so: version `FABRIC_1.7' not found (required by "
+        "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so) when loading libnccl-net-ofi.so",
+        "net_plugin_load",
+    ),
+    (
+        "plugin/net.cc (2.19+ 'NET/Plugin: Plugin load (%s) returned %d : %s')",
+        "NCCL INFO NET/Plugin: Plugin load (libnccl-net.so) returned 11 : libnccl-net.so: "
+        "undefined symbol: fi_getinfo",
+        "net_plugin_load",
+    ),
+]
+
 #: libfabric's EFA provider (prov/efa/src/efa_errno.h, grouped as efa_strerror.c's help does)
 EFA_LINES: list[tuple[str, str, str]] = [
     (
@@ -119,6 +150,22 @@ EFA_LINES: list[tuple[str, str, str]] = [
         "efa_errno.h 4112 INTERNAL_RX_BUF_POST with ENOMEM",
         "Libfabric error: (-12) Cannot allocate memory",
         "memlock",
+    ),
+    (
+        "aws-ofi-nccl v1.9-v1.21 src/nccl_ofi_net.cpp (no protocol could initialise)",
+        "NET/OFI Unable to find a protocol that worked.  Failing initialization.",
+        "efa_unavailable",
+    ),
+    (
+        "aws-ofi-nccl v1.7 src/nccl_ofi_net.c (a provider other than EFA on an AWS platform)",
+        "NET/OFI Only EFA provider is supported",
+        "efa_unavailable",
+    ),
+    (
+        "aws-ofi-nccl v1.14+ src/nccl_ofi_net.cpp (TCP provider filtered to nothing)",
+        "NET/OFI No viable endpoint found for TCP provider. Try and relax the filters using "
+        "OFI_NCCL_USE_IPV6_TCP or OFI_NCCL_EXCLUDE_TCP_IF environment variables",
+        "efa_unavailable",
     ),
 ]
 
@@ -181,6 +228,38 @@ TORCH_LINES: list[tuple[str, str, str]] = [
         "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed "
         "by peer [10.0.0.2]:41822",
         "peer_exited",
+    ),
+    (
+        "c10d socket.cpp (2.2+), the store's listen failure",
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, "
+        "message: address already in use",
+        "port_in_use",
+    ),
+    (
+        "c10d TCPStore client (1.x-2.x) giving up on the rendezvous",
+        "RuntimeError: Socket Timeout",
+        "bootstrap_unreachable",
+    ),
+    (
+        "ProcessGroupNCCL.cpp getNCCLWatchdogTimeoutErrorMsg (2.3+), on a rank told to dump",
+        "[rank4]:[E1206 ProcessGroupNCCL.cpp:1595] [PG 0 Rank 4] Received a dump signal due to "
+        "a collective timeout from  rank 3 and we will try our best to dump the debug info. "
+        "Last enqueued NCCL work: 812, last completed NCCL work: 811.",
+        "collective_timeout",
+    ),
+    (
+        "CUDA runtime cudaErrorCompatNotSupportedOnDevice (804), as torch reports it",
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda "
+        "functions before calling NumCudaDevices() that might have already set an error? "
+        "Error 804: forward compatibility was attempted on non supported HW",
+        "driver_unusable",
+    ),
+    (
+        "CUDA runtime cudaErrorSystemDriverMismatch (803)",
+        "RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 803: system has "
+        "unsupported display driver / cuda driver combination",
+        "driver_unusable",
     ),
 ]
 

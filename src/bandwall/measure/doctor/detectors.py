@@ -134,6 +134,24 @@ def _shm_space(job: Job) -> list[Hit]:
     return [Hit("shm_space", first(lines), reason, CERTAIN)]
 
 
+@detector("shm_not_shared")
+def _shm_not_shared(job: Job) -> list[Hit]:
+    # shmutils.cc prints strerror and errno: 'error: No such file or directory (2)'
+    gone = [ln for ln in _lines(job, "shm_other") if "No such file or directory" in ln.text]
+    if not gone:
+        return []
+    return [
+        Hit(
+            "shm_not_shared",
+            first(gone),
+            "a rank cannot find the /dev/shm segment its peer on the same host created: the "
+            "two do not see the same /dev/shm (separate containers or pods)",
+            LIKELY,
+            missing="how the ranks of this host are placed (one container, or several)",
+        )
+    ]
+
+
 def _mentions_nccl(job: Job) -> bool:
     """Whether the input shows NCCL at work (its lines, its library in a backtrace)."""
     return any(log.versions or log.records or log.nccl_frames for log in job.logs) or bool(
@@ -291,6 +309,21 @@ def _mixed_versions(job: Job) -> list[Hit]:
 def _gpu_memory(job: Job) -> list[Hit]:
     oom = [ln for code, msg, _, ln in job.all("cuda_failures") if "out of memory" in msg]
     oom += [ln for ln in job.all("warnings") if re.search(r"Failed to CUDA (?:c|m)alloc", ln.text)]
+    torch_oom = [
+        ln
+        for _, msg, src, ln in job.all("cuda_failures")
+        if src == "torch" and msg == "out of memory"
+    ]
+    if oom and len(torch_oom) == len(oom):
+        return [
+            Hit(
+                "gpu_memory",
+                first(oom),
+                "PyTorch ran out of GPU memory on this rank: it stops, and the ranks waiting "
+                "for it in a collective time out",
+                CERTAIN,
+            )
+        ]
     if oom:
         return [Hit("gpu_memory", first(oom), "CUDA reported 'out of memory' inside NCCL", CERTAIN)]
     unhandled = _lines(job, "cuda_unhandled") + [
@@ -322,10 +355,14 @@ def _cuda_error(job: Job) -> list[Hit]:
         "out of memory",
         "peer access",
         "system not yet initialized",
+        "SYSTEM_NOT_READY",  # the driver API's name for 802 (nvswitch_fabric)
         "insufficient",
         "named symbol not found",  # gpu_arch_missing
         "no kernel image",
         "uncorrectable ECC",  # gpu_xid
+        # cudaErrorCudartUnloading (4): a call made while the process exits, after the CUDA
+        # runtime was torn down (NCCL's proxy or PyTorch's watchdog at teardown): no fault
+        "driver shutting down",
     )
     lines = [
         ln
@@ -423,6 +460,22 @@ def _net_plugin_load(job: Job) -> list[Hit]:
                 CERTAIN,
             )
         ]
+    named, named_lines = _env(job, "NCCL_NET_PLUGIN")
+    loaded = any(log.plugins for log in job.logs)
+    absent = _lines(job, "plugin_absent")
+    if not lines and named and absent and not loaded and not named & {"none", "0"}:
+        # NCCL_NET_PLUGIN names a plugin (net.cc: 'libnccl-net-<name>.so' or a path) and the
+        # dlopen of every candidate failed with 'cannot open shared object file'
+        return [
+            Hit(
+                "net_plugin_load",
+                first(named_lines[:1] + absent, 3),
+                f"NCCL_NET_PLUGIN={sorted(named)[0]} asks for a network plugin that is not "
+                "found where the job runs (not installed, or not on LD_LIBRARY_PATH): NCCL "
+                "goes on with its internal transports",
+                CERTAIN,
+            )
+        ]
     if not lines:
         return []
     return [
@@ -503,6 +556,20 @@ def _p2p_broken(job: Job) -> list[Hit]:
     errs = _lines(job, "p2p_errors") + [
         ln for code, msg, _, ln in job.all("cuda_failures") if code == 217 or "peer access" in msg
     ]
+    iommu = _lines(job, "iommu_faults")
+    if iommu and not errs:
+        return [
+            Hit(
+                "p2p_broken",
+                first(iommu),
+                "the IOMMU blocked a device's DMA (an I/O page fault in the kernel log): GPU "
+                "peer-to-peer and GPUDirect RDMA writes are translated and refused unless the "
+                "IOMMU is in passthrough mode",
+                LIKELY,
+                missing="which device faulted (its PCI address against `nvidia-smi -q` and "
+                "`ibdev2netdev`) and the IOMMU mode (`cat /proc/cmdline`)",
+            )
+        ]
     if errs:
         shm = any("shm.cc" in ln.text for ln in errs)
         return [
@@ -592,7 +659,15 @@ def _p2p_disabled(job: Job) -> list[Hit]:
     if shm:
         reasons.append(f"{len(shm)} intra-node connection(s) go via SHM instead of P2P")
         lines += [c.line for c in shm[:2]]
-        conf = max(conf, LIKELY)
+        # NCCL picks SHM by itself where the GPUs have no P2P path (across CPU sockets,
+        # consumer cards; on a two-socket PCIe node the pairs across sockets, beside P2P
+        # within each): only a ring over NVLink or one PCIe switch (NCCL's graph type), or
+        # a setting, makes SHM a loss rather than the right choice
+        p2p_path = any(g.type_intra in ("NVL", "NVB", "PIX", "PXB") for g in job.all("graphs"))
+        if p2p_path or reasons[:-1]:
+            conf = max(conf, LIKELY)
+        elif conf == POSSIBLE:
+            severity = "info"
     if info:
         reasons.append("NCCL reports P2P disabled between connected GPUs")
         lines += info[:1]
@@ -601,6 +676,8 @@ def _p2p_disabled(job: Job) -> list[Hit]:
         return []
     if conf > POSSIBLE:
         severity = None
+    elif severity is None and shm and not info:
+        severity = "info"
     return [Hit("p2p_disabled", lines, "; ".join(reasons), conf, severity=severity)]
 
 
@@ -860,7 +937,34 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 missing="the 'Bootstrap : Using' line of every rank",
             )
         )
+    notlocal = [ln for k, ln in errs if k == "notlocal"]
+    if notlocal and not hits:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(notlocal + iflines[:1]),
+                "a socket was bound to (or sent from) an address this host does not have "
+                "(EADDRNOTAVAIL): MASTER_ADDR or NCCL_COMM_ID names another host, or the "
+                "interface NCCL or Gloo picked is not the one that carries that address",
+                LIKELY,
+                missing="`ip -br addr` on the failing host against MASTER_ADDR and the "
+                "'Bootstrap : Using' line",
+            )
+        )
     noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
+    if noroute and not hits and _one_routable_iface(job) and not ifname:
+        # one ordinary interface and nothing chose it: the address is the right one, and
+        # a firewall's REJECT (firewalld/iptables answer icmp-host-prohibited, which
+        # connect() reports as EHOSTUNREACH) is the likelier reading: bootstrap_unreachable
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(noroute),
+                "a peer's address is not routable from here: NCCL may advertise an interface "
+                "the other hosts cannot reach",
+                POSSIBLE,
+            )
+        )
     if noroute and not hits:
         hits.append(
             Hit(
@@ -886,7 +990,63 @@ def _socket_ifname(job: Job) -> list[Hit]:
                 "WARN of every host",
             )
         )
-    if not hits and job.multi_node:
+    if not hits:
+        hits += _ifname_by_address(job)
+    return hits
+
+
+def _ifname_by_address(job: Job) -> list[Hit]:
+    """The address NCCL or Gloo advertised cannot work: IPv6 link-local, a loopback peer, or
+    a loopback/bridge interface, read from the interfaces and the failing connections."""
+    hits: list[Hit] = []
+    # an IPv6 link-local address chosen for bootstrap or sockets (NCCL prefers IPv4 unless
+    # NCCL_SOCKET_FAMILY says otherwise, but takes a v6-only interface as it is)
+    local6 = [
+        ln
+        for log in job.logs
+        for a, ln in {**log.socket_ifaces, **log.bootstrap_ifaces}.values()
+        if _link_local(a)
+    ]
+    bad_conn = [ln for k, ln in job.all("socket_errors") if k != "closed"]
+    if not hits and local6 and bad_conn:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(local6, 1) + first(bad_conn, 2),
+                "NCCL advertises an IPv6 link-local address (fe80::): other hosts cannot "
+                "route to it; give the interface a routable address, or pick one that has an "
+                "IPv4 address (NCCL_SOCKET_IFNAME, NCCL_SOCKET_FAMILY=AF_INET)",
+                LIKELY,
+            )
+        )
+    # a peer advertised a loopback address: its hostname resolves to 127.0.1.1 (Debian's
+    # /etc/hosts) or it bound to lo; nothing off that host can connect to it
+    to_loopback = [
+        ln
+        for k, ln in job.all("socket_errors")
+        if k != "closed"
+        and (m := _LOOPBACK_PEER.search(ln.text))
+        and (m.group(0) != "127.0.0.1" or job.multi_node)
+    ]
+    if not hits and to_loopback:
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(to_loopback, 2),
+                "connections go to a loopback address (127.x): a rank advertised it because "
+                "its hostname resolves there (127.0.1.1 in /etc/hosts) or it bound to lo; set "
+                "GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the interface between the nodes, "
+                "or map the hostname to its routable address",
+                LIKELY,
+            )
+        )
+    # NCCL's default interface filter excludes lo and docker* (misc/socket.cc
+    # ncclFindInterfaces: '^docker,lo' ... then lo as the last resort), so bootstrap or
+    # NET/Socket on one of them means NCCL_SOCKET_IFNAME chose it or nothing else was up
+    failed = [
+        ln for k, ln in job.all("socket_errors") if k in ("refused", "abort", "timeout", "noroute")
+    ]
+    if not hits and (job.multi_node or failed):
         bad: list[tuple[str, Line]] = []
         for log in job.logs:
             for name, (_, ln) in {**log.socket_ifaces, **log.bootstrap_ifaces}.items():
@@ -894,17 +1054,49 @@ def _socket_ifname(job: Job) -> list[Hit]:
                     bad.append((name, ln))
         if bad:
             names = sorted({n for n, _ in bad})
-            hits.append(
-                Hit(
-                    "socket_ifname",
-                    first([ln for _, ln in bad], 2),
-                    "NCCL uses " + ", ".join(names) + " (loopback or container/VM bridges) between "
-                    "hosts: connections over them do not route",
-                    LIKELY,
-                    severity="medium",
+            what = "NCCL uses " + ", ".join(names) + " (loopback or container/VM bridges)"
+            if failed:
+                hits.append(
+                    Hit(
+                        "socket_ifname",
+                        first([ln for _, ln in bad], 1) + first(failed, 2),
+                        what + " and its connections fail: an address on that interface is "
+                        "not reachable from the other hosts",
+                        LIKELY,
+                    )
                 )
-            )
+            else:
+                hits.append(
+                    Hit(
+                        "socket_ifname",
+                        first([ln for _, ln in bad], 2),
+                        what + " between hosts: connections over them do not route",
+                        LIKELY,
+                        severity="medium",
+                    )
+                )
     return hits
+
+
+_LOOPBACK_PEER = re.compile(r"(?<![\d.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d.])")
+
+
+def _one_routable_iface(job: Job) -> bool:
+    """The logs name exactly one socket interface, an ordinary one (not loopback, a bridge or
+    IPoIB): NCCL had no other to choose."""
+    ifaces = {
+        n: a
+        for log in job.logs
+        for n, (a, _) in {**log.socket_ifaces, **log.bootstrap_ifaces}.items()
+    }
+    return len(ifaces) == 1 and not any(
+        VIRTUAL_IFACE.match(n) or IPOIB_IFACE.match(n) or _link_local(a) for n, a in ifaces.items()
+    )
+
+
+def _link_local(addr: str) -> bool:
+    """An IPv6 link-local address (fe80::/10): it does not route off its own link."""
+    return addr.lower().startswith("fe80")
 
 
 @detector("bootstrap_unreachable")
@@ -920,6 +1112,21 @@ def _bootstrap_unreachable(job: Job) -> list[Hit]:
             )
         ]
     sock = [ln for k, ln in job.all("socket_errors") if k in ("refused", "abort", "timeout")]
+    noroute = [ln for k, ln in job.all("socket_errors") if k == "noroute"]
+    if noroute and _one_routable_iface(job) and not _env(job, "NCCL_SOCKET_IFNAME")[0]:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(noroute + sock, 2),
+                "'No route to host' although NCCL uses the node's only ordinary interface: a "
+                "firewall rejecting the connection (iptables/firewalld REJECT answers "
+                "icmp-host-prohibited, which connect() reports as EHOSTUNREACH) or a cloud "
+                "security group closed to NCCL's ports",
+                LIKELY,
+                missing="`nc -zv PEER PORT` from this host, and the firewall rules "
+                "(`iptables -S`, `firewall-cmd --list-all`) on the peer",
+            )
+        ]
     if sock:
         return [
             Hit(
@@ -1075,6 +1282,19 @@ def _completion_lines(job: Job, statuses: set[int]) -> list[Line]:
 def _ib_link_error(job: Job) -> list[Hit]:
     events = [(e, ln) for e, ln in job.all("async_events") if "GID" not in e]
     fatal = [ln for e, ln in events if re.search(r"port error|catastrophic|fatal", e, re.I)]
+    down = _lines(job, "nic_down")
+    if down and not fatal:
+        return [
+            Hit(
+                "ib_link_error",
+                first(down),
+                "the kernel log shows a NIC port going down or a cable/transceiver error: the "
+                "link failed under the job",
+                LIKELY,
+                missing="whether that port carries the job's traffic (NCCL's 'NET/IB : Using' "
+                "line) and its errors at the time of the failure",
+            )
+        ]
     if fatal:
         return [
             Hit(
@@ -1144,6 +1364,34 @@ def _ib_link_error(job: Job) -> list[Hit]:
 def _ib_mtu(job: Job) -> list[Hit]:
     access = _lines(job, "access_violation")
     length = _completion_lines(job, {1})
+    mtus = job.all("qp_mtus")
+    sizes = sorted({m for m, _ in mtus})
+    if not access and not length and len(sizes) > 1:
+        # NET/IB's own QP lines show ports of different MTUs in one job (ibv_mtu 1-5 =
+        # 256 << (n - 1) bytes); a failure beside it makes the mismatch the likely cause
+        versions = {v for log in job.logs for v in log.versions}
+        clamped = bool(versions) and all(
+            tuple(int(x) for x in v.split(".")[:2]) < (2, 20) for v in versions
+        )
+        failed = not clamped and bool(
+            job.all("completions") or job.all("timeouts") or _lines(job, "remote_errors")
+        )
+        shown = [next(ln for m, ln in mtus if m == size) for size in sizes]
+        return [
+            Hit(
+                "ib_mtu",
+                first(shown, 2),
+                "the job's QPs run at different MTUs ("
+                + ", ".join(f"{256 << (m - 1)} B" for m in sizes if 1 <= m <= 5)
+                + "): NCCL 2.20+ no longer clamps a QP to the smaller end's MTU (NVIDIA/nccl#1524)",
+                LIKELY if failed else POSSIBLE,
+                severity=None if failed else "info" if clamped else "medium",
+                missing=""
+                if failed
+                else "a failure or hang of this job at its first large "
+                "transfer; `ibv_devinfo -v` active_mtu on every node",
+            )
+        ]
     if not access and not length:
         return []
     return [
@@ -1294,6 +1542,19 @@ def _link_local_gid(text: str) -> bool:
 @detector("memlock")
 def _memlock(job: Job) -> list[Hit]:
     lines = _lines(job, "verbs_nomem")
+    bare = _lines(job, "reg_mr_failed")
+    if bare and not lines:
+        return [
+            Hit(
+                "memlock",
+                first(bare),
+                "registering memory with the NIC failed (ibv_reg_mr) without a reason printed: "
+                "most often the locked-memory limit; without GPUDirect RDMA support, GPU "
+                "buffers cannot be registered either",
+                POSSIBLE,
+                missing="the errno (a newer NCCL prints it) and `ulimit -l` inside the job",
+            )
+        ]
     if not lines:
         return []
     conf = CERTAIN if any("Cannot allocate memory" in ln.text for ln in lines) else LIKELY
@@ -1389,6 +1650,21 @@ def _dmabuf_failed(job: Job) -> list[Hit]:
 @detector("gdr_acs")
 def _gdr_acs(job: Job) -> list[Hit]:
     prot = _completion_lines(job, {4})
+    remote = _completion_lines(job, {10})
+    if not prot and remote:
+        # IBV_WC_REM_ACCESS_ERR: the peer's NIC refused the RDMA write into its registered
+        # buffer, which for NCCL with GDR is GPU memory: the peer's side of status 4
+        return [
+            Hit(
+                "gdr_acs",
+                first(remote),
+                "IB completions fail with status 10 (remote access error): the peer's NIC "
+                "refused access to its registered (GPU) memory, as ACS/IOMMU on the peer's "
+                "PCIe path or a broken registration there does",
+                POSSIBLE,
+                missing="the peer's own log (status 4 there) and `lspci -vvv | grep ACSCtl` on it",
+            )
+        ]
     if prot:
         return [
             Hit(
@@ -1396,7 +1672,9 @@ def _gdr_acs(job: Job) -> list[Hit]:
                 first(prot),
                 "IB completions fail with status 4 (local protection "
                 "error): the NIC's DMA into GPU memory is refused on the PCIe path",
-                CERTAIN,
+                # NCCL's own hint says 'in many cases' ACS (net_ib/common.h): not certain
+                LIKELY,
+                missing="`lspci -vvv | grep ACSCtl` on the host that printed it",
             )
         ]
     viol = _lines(job, "access_violation")
@@ -1739,6 +2017,8 @@ def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
                 continue
             if "Failed to open libibverbs" in ln.text:
                 continue  # harmless alone (NVIDIA/nccl#259); socket_fallback judges it
+            if "driver shutting down" in ln.text:
+                continue  # a CUDA call at process exit (cudaErrorCudartUnloading)
             rest.append(ln)
     if not rest:
         return []

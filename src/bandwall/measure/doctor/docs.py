@@ -59,8 +59,11 @@ in bounded memory, and a 60,000-character line cannot make a pattern run long.
    an unrouted RoCE GID, NICs on different rails) yields one finding per cause.
 4. **Connect.** A path fault and the same job's nccl-tests busbw are stated together (a socket
    fallback with busbw at 3% of the model is critical, not info).
-5. **Rank.** By confidence, then severity, then cost per step (known only where a trace and an
-   nccl-tests ratio measure it).
+5. **Rank.** Causes before their consequences: a watchdog timeout, a dead peer or unexplained
+   warnings come after any critical cause found beside them (an IB retry error, an Xid, a full
+   /dev/shm, one rank's OOM). Then what stopped the job (critical, likely or certain) before
+   what slows it, then confidence, then severity, then cost per step (known only where a trace
+   and an nccl-tests ratio measure it).
 
 Every finding quotes only lines present in its input (a property test over the corpus checks
 it). When the evidence is partial (one line, an excerpt) the finding says what is missing and

@@ -36,6 +36,7 @@ _PREFIX_TAIL = re.compile(
     r"(?:\[(?P<dev>\d{1,4})\] )?"
     r"(?:(?P<src>[\w/.\-]{1,200}\.(?:cc|cu|h|cpp|c):\d{1,6}) )?$"
 )
+_SOURCE_FILE = re.compile(r"\.(?:cc|cu|h|cpp|c)$")
 _VERSION = re.compile(r"NCCL version:? ?(\d{1,2}\.\d{1,3}\.\d{1,3})")
 _ENV_ECHO = re.compile(r"\b(NCCL_[A-Z0-9_]{2,64}) set (?:by environment )?to (\S{1,256})")
 _IFACE = re.compile(r"(?:\[\d{1,3}\])?([A-Za-z0-9_.\-]{1,64}):([0-9a-fA-F.:%A-Za-z\-]{0,64})<\d+>")
@@ -82,7 +83,8 @@ _MODIFY_QP = re.compile(
 )
 #: dlerror of a plugin that exists but needs what the host's libraries lack
 _PLUGIN_LOAD_FAILED = re.compile(
-    r"dlerror.{0,400}?(?:version [`'][^`']{1,60}' not found|undefined symbol)"
+    r"(?:dlerror|returned \d{1,4} ?:).{0,400}?(?:version [`'][^`']{1,60}' not found"
+    r"|undefined symbol)"
 )
 _CUDA_FAILURE = re.compile(r"Cuda failure (?:(\d{1,4}) )?'([^']{1,200})'?")
 _TEST_FAILURE = re.compile(r"Test (NCCL|CUDA) failure [\w./]{1,64}:\d{1,6} '([^']{1,300})")
@@ -243,7 +245,16 @@ class NcclLog:
     """(GID index, link-local, line) of the QPs NET/IB set up ('... qpn N mtu M ... GID 3
     (80FE/...)' INFO lines, NCCL >= 2.19, RoCE only from 2.29: the GID's first 64 bits in hex,
     byte-swapped)."""
+    qp_mtus: list[tuple[int, Line]] = field(default_factory=list)
+    """(IB MTU enum, line) of the QPs NET/IB set up ('... qpn N mtu M ...', NCCL >= 2.19):
+    1-5 for 256-4096 bytes (ibv_mtu)."""
     verbs_nomem: list[Line] = field(default_factory=list)
+    reg_mr_failed: list[Line] = field(default_factory=list)
+    """'Call to ibv_reg_mr failed' without the errno (ibvwrap.cc before it printed one)."""
+    iommu_faults: list[Line] = field(default_factory=list)
+    """The kernel's IOMMU refusing a device's DMA (AMD-Vi IO_PAGE_FAULT, Intel DMAR fault)."""
+    nic_down: list[Line] = field(default_factory=list)
+    """The kernel's mlx5 driver reporting a port's link down or a cable/module error."""
     hca_mix: list[Line] = field(default_factory=list)
     access_violation: list[Line] = field(default_factory=list)
     cuda_failures: list[tuple[int | None, str, str, Line]] = field(default_factory=list)
@@ -433,9 +444,17 @@ class Pattern:
     """Only in NCCL records (after an `NCCL INFO/WARN` marker)."""
 
 
+#: PyTorch's DistBackendError ends with NCCL's last WARN message, without NCCL's marker, on the
+#: line after 'Last error:' (ncclGetLastError, NCCL >= 2.13; torch/csrc/distributed/c10d/
+#: NCCLUtils.hpp getNcclErrorDetailStr): that line is read as the WARN record it is
+_LAST_ERROR = "Last error:"
+
+
 class _Parser:
     def __init__(self, source: str) -> None:
         self.log = NcclLog(source=source)
+        self._last_error = False
+        """The previous line was PyTorch's 'Last error:'."""
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -446,9 +465,13 @@ class _Parser:
         if not text.strip():
             return
         segments = self._split(number, text)
+        quoted = self._quoted_warn(segments, text)
         used = False
         for seg in segments:
-            if seg.level is not None:
+            if seg is quoted:
+                log.warnings.append(seg.line)
+                used = True
+            elif seg.level is not None:
                 log.records += 1
                 if seg.line.host:
                     log.hosts.add(seg.line.host)
@@ -479,6 +502,28 @@ class _Parser:
                     log.examples.append(seg.line)
         if used:
             log.matched += 1
+
+    def _quoted_warn(self, segments: list[_Seg], text: str) -> _Seg | None:
+        """The segment that is NCCL's last WARN quoted by PyTorch after 'Last error:' (on the
+        next line, or after it on the same one), marked as a WARN; None otherwise."""
+        after = self._last_error
+        self._last_error = False
+        if len(segments) != 1 or segments[0].level is not None:
+            return None
+        seg = segments[0]
+        i = seg.text.find(_LAST_ERROR)
+        if i >= 0:
+            rest = seg.text[i + len(_LAST_ERROR) :].strip()
+            if not rest:
+                self._last_error = True
+                return None
+            seg.text = rest
+        elif not after:
+            return None
+        else:
+            seg.text = _TOOL_PREFIX.sub("", seg.text.strip(), count=1).strip()
+        seg.level = "WARN"
+        return seg
 
     def _split(self, number: int, text: str) -> list[_Seg]:
         """The NCCL records in one physical line (found by their markers, scanning forward
@@ -513,6 +558,10 @@ class _Parser:
             m = _PREFIX_TAIL.search(head)
             host = m.group("host") if m else None
             src = m.group("src") if m else None
+            if host and _SOURCE_FILE.search(host):
+                # 'proxy.cc:1491 NCCL WARN' after another rank's record: a source location
+                # (NCCL >= 2.12 prints one before WARN), not 'host:pid'
+                host = None
             message = text[end:stop].strip()
             segs.append(_Seg(message, Line(log.source, number, text, host), level, src))
         return segs
@@ -693,9 +742,9 @@ def _h_plugin(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 def _h_plugin_absent(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     if _PLUGIN_LOAD_FAILED.search(s.text):
-        p.log.plugin_load_failed.append(s.line)  # found, but it would not load
+        _once(p.log.plugin_load_failed, s.line)  # found, but it would not load
     else:
-        p.log.plugin_absent.append(s.line)
+        _once(p.log.plugin_absent, s.line)
 
 
 def _once(lines: list[Line], line: Line) -> None:
@@ -967,6 +1016,17 @@ def _h_cuda_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.cuda_failures.append((code, m.group(2), src, s.line))
 
 
+def _h_trace(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """NCCL's error return chain ('transport/nvls.cc:158 -> 1', INFO, src/include/checks.h):
+    its first frame after a WARN printed without a file (NCCL before ~2.12, or a paste without
+    the prefix) is where that WARN's failure happened."""
+    assert m is not None
+    failures = p.log.cuda_failures
+    if failures and not failures[-1][2] and failures[-1][3].number >= s.line.number - 3:
+        code, msg, _, line = failures[-1]
+        failures[-1] = (code, msg, m.group(1), line)
+
+
 def _h_test_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
     p.log.test_failures.append((m.group(2), s.line))
@@ -1109,6 +1169,28 @@ def _h_torch_cuda(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once_tagged(p.log.cuda_failures, (None, m.group(1).strip(), "torch", s.line))
 
 
+def _h_torch_oom(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """PyTorch's caching allocator out of GPU memory (torch.cuda.OutOfMemoryError)."""
+    _once_tagged(p.log.cuda_failures, (2, "out of memory", "torch", s.line))
+
+
+def _h_qp_mtu(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.qp_mtus.append((int(m.group(1)), s.line))
+
+
+def _h_iommu(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.iommu_faults, s.line)
+
+
+def _h_nic_down(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.nic_down, s.line)
+
+
+def _h_reg_mr(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.reg_mr_failed, s.line)
+
+
 def _h_fabric(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.fabric_not_ready, s.line)
 
@@ -1230,6 +1312,14 @@ PATTERNS: tuple[Pattern, ...] = (
             r"|Selected [Pp]rovider is \S{1,40})"
         ),
     ),
+    # NET/Plugin's dlopen result for any plugin name (net.cc 2.12-2.18 'Plugin load returned
+    # %d : %s when loading %s', plugin/net.cc 2.19+ 'Plugin load (%s) returned %d : %s'):
+    # the tuner and profiler plugins print the same words and are left out
+    Pattern(
+        "Plugin load",
+        _h_plugin_absent,
+        _c(r"NET/Plugin ?: ?Plugin load (?:\([^)]{1,200}\) )?returned \d{1,4} ?:"),
+    ),
     Pattern(
         "libnccl-net.so",
         _h_plugin_absent,
@@ -1245,6 +1335,12 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("requires at least libfabric", _h_ofi_error),
     # aws-ofi-nccl cannot register GPU buffers with the provider (register_mr_buffers)
     Pattern("NET/OFI Unable to register memory", _h_ofi_error),
+    # aws-ofi-nccl giving up on every protocol / provider it tried (src/nccl_ofi_net.cpp,
+    # v1.7-v1.21: 'Unable to find a protocol that worked', 'Only EFA provider is supported',
+    # 'No viable endpoint found for TCP provider')
+    Pattern("protocol that worked", _h_ofi_error),
+    Pattern("Only EFA provider is supported", _h_ofi_error),
+    Pattern("No viable endpoint found", _h_ofi_error),
     Pattern(
         "not found",
         _h_net_not_found,
@@ -1290,6 +1386,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("GID table change", _h_gid_change),
     Pattern("ibv_modify_qp failed", _h_modify_qp, _MODIFY_QP),
     Pattern("IbDev", _h_qp_gid, _QP_GID),
+    # every QP's MTU, IB (LID) and RoCE (GID) alike: net_ib.cc 2.19-2.21, net_ib/connect.cc 2.22+
+    Pattern(
+        " mtu ", _h_qp_mtu, _c(r"IbDev \d{1,3} Port \d{1,3} (?:qpn|qp_num) \d{1,10} mtu (\d)\b")
+    ),
     Pattern("Cannot allocate memory", _h_verbs_nomem),
     Pattern("ibv_create_cq failed", _h_create_cq),
     Pattern(
@@ -1302,6 +1402,19 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern("local access violation", _h_access_violation),
     Pattern("Cuda failure", _h_cuda_failure, _CUDA_FAILURE),
+    # PyTorch's allocator (c10/cuda/CUDACachingAllocator.cpp: 'CUDA out of memory. Tried to
+    # allocate ...'): the model's memory on that rank, which the others then wait for
+    Pattern("CUDA out of memory", _h_torch_oom, _c(r"CUDA out of memory\. Tried to allocate")),
+    # ibvwrap.cc's IBV_PTR_CHECK before the errno was printed: registration refused
+    Pattern("ibv_reg_mr failed", _h_reg_mr, _c(r"Call to ibv_reg_mr failed\s*$")),
+    # the kernel's mlx5 driver (drivers/net/ethernet/mellanox/mlx5/core: en_main.c link
+    # state, events.c 'Port module event[error]'): a NIC port that went down under the job
+    Pattern(
+        "mlx5",
+        _h_nic_down,
+        _c(r"mlx5_core \S{1,40}(?: \S{1,40})?:? Link down\b|Port module event\[error\]"),
+    ),
+    Pattern(" -> ", _h_trace, _c(r"^([\w/.]{1,120}\.(?:cc|cu|h)):\d{1,6} -> \d{1,4}\s*$")),
     Pattern(" failure ", _h_test_failure, _TEST_FAILURE),
     Pattern("unhandled cuda error", _h_cuda_unhandled),
     Pattern("ncclUnhandledCudaError", _h_cuda_unhandled),
@@ -1322,6 +1435,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("shm_open failed", _h_shm_space),
     Pattern("Could not map /dev/shm", _h_shm_space),
     Pattern("Unable to allocate shared memory", _h_shm_space),
+    # PyTorch's DataLoader when its workers' /dev/shm tensors cannot be backed
+    # (torch/utils/data/_utils/signal_handling.py, torch/csrc/DataLoader.cpp)
+    Pattern("insufficient shared memory", _h_shm_space),
+    Pattern("out of shared memory", _h_shm_space, _c(r"workers? (?:are|is) out of shared memory")),
     Pattern("no socket interface found", _h_iface("none")),
     # bootstrap's own interface choice (NCCL >= 2.23, bootstrap.cc)
     Pattern("verify NCCL_OOB_NET_IFNAME", _h_iface("none")),
@@ -1333,6 +1450,23 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("in the same subnet", _h_iface("subnet")),
     # PyTorch's ProcessGroupGloo when the hostname resolves to no local address
     Pattern("Unable to resolve hostname to a (local) address", _h_iface("loopback")),
+    # Gloo's device for an address no local interface has (gloo/transport/tcp/device.cc)
+    Pattern("Unable to find interface for", _h_iface("none")),
+    # EADDRNOTAVAIL: binding or connecting from an address this host does not have (NCCL's
+    # socket.cc connect/bind WARNs; c10d's 'failed to bind to [addr]:port (errno: 99 ...)'):
+    # MASTER_ADDR / NCCL_COMM_ID naming another host, or an interface chosen on the wrong one
+    Pattern("Cannot assign requested address", _h_iface("notlocal")),
+    # Gloo could not connect every pair of ranks (gloo/rendezvous/context.cc connectFullMesh)
+    Pattern("connectFullMesh failed", _h_socket("timeout")),
+    # a Gloo collective that waited past its timeout (gloo/transport/tcp/unbound_buffer.cc)
+    Pattern(
+        "Timed out waiting",
+        _h_watchdog_other,
+        _c(r"Timed out waiting \d{1,12}ms for (?:recv|send) operation to complete"),
+    ),
+    # no GPU visible to the process (ProcessGroupNCCL's constructor, torch.cuda's lazy init)
+    Pattern("only supported with GPUs, no GPUs found", _h_driver_unusable),
+    Pattern("No CUDA GPUs are available", _h_driver_unusable),
     Pattern("Connection refused", _h_socket("refused")),
     Pattern(
         "timed out",
@@ -1359,6 +1493,9 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Broken pipe", _h_socket("closed")),
     Pattern("wrong type", _h_socket("wrongtype"), _c(r"socketFinalizeAccept.{0,40}wrong type")),
     Pattern("client socket has timed out", _h_store),
+    # the TCPStore client's own timeout (torch/csrc/distributed/c10d/TCPStore*.cpp, 1.x-2.x:
+    # 'RuntimeError: Socket Timeout' from rendezvous)
+    Pattern("Socket Timeout", _h_store, _c(r"(?:Error|Exception): Socket Timeout\b")),
     # the c10d TCPStore client (torch/csrc/distributed/c10d/socket.cpp): the rendezvous store
     # is what it cannot reach, whatever the errno
     Pattern("client socket has failed to connect", _h_store, _c(r"\[c10d\] The client socket")),
@@ -1430,15 +1567,31 @@ PATTERNS: tuple[Pattern, ...] = (
     # no usable driver at all: NVML or libcuda missing, or a user-space library that does not
     # match the loaded kernel module (a driver upgrade without reboot; a container's libraries)
     Pattern("Driver/library version mismatch", _h_driver_unusable),
+    # NVML without a loaded kernel module (nvmlwrap.cc 'nvmlInit_v2() failed: Driver Not
+    # Loaded'), and nvidia-smi's own words for it
+    Pattern("Driver Not Loaded", _h_driver_unusable, _c(r"nvmlInit\w{0,4}\(\) failed: Driver Not")),
+    Pattern("couldn't communicate with the NVIDIA driver", _h_driver_unusable),
     Pattern("Found no NVIDIA driver on your system", _h_driver_unusable),
     Pattern("Failed to find CUDA library", _h_driver_unusable),
+    # CUDA's driver/runtime combination refused (cudaErrorSystemDriverMismatch 803,
+    # cudaErrorCompatNotSupportedOnDevice 804: a cuda-compat libcuda on a GPU without it)
+    Pattern("unsupported display driver / cuda driver combination", _h_driver_unusable),
+    Pattern("forward compatibility was attempted on non supported HW", _h_driver_unusable),
     # the rendezvous (c10d TCPStore, Gloo, NCCL's bootstrap) cannot bind its port
     Pattern("Address already in use", _h_port_in_use),
+    # c10d's listen failure (torch/csrc/distributed/c10d/socket.cpp, 2.2+: '... code: -98,
+    # name: EADDRINUSE, message: address already in use')
+    Pattern("EADDRINUSE", _h_port_in_use),
     Pattern("errno: 98", _h_port_in_use),
     Pattern(
         "CUDA error: ", _h_torch_cuda, _c(r"CUDA error: ([^\n]{1,200}?)(?:\s*$|\.? ?CUDA kernel)")
     ),
     Pattern("system not yet initialized", _h_fabric),
+    Pattern("CUDA_ERROR_SYSTEM_NOT_READY", _h_fabric),
+    # the IOMMU translating and refusing peer DMA (Linux drivers/iommu: amd 'Event logged
+    # [IO_PAGE_FAULT ...]', intel 'DMAR: [DMA Write] Request device [...] fault addr')
+    Pattern("IO_PAGE_FAULT", _h_iommu, _c(r"AMD-Vi: Event logged \[IO_PAGE_FAULT")),
+    Pattern("DMAR", _h_iommu, _c(r"DMAR: \[DMA (?:Read|Write)[\w ]{0,20}\] Request device")),
     Pattern("cudaErrorSystemNotReady", _h_fabric),
     # `systemctl status nvidia-fabricmanager` and Fabric Manager's own refusal to start
     Pattern("nvidia-fabricmanager.service", _h_fm_unit),
@@ -1473,12 +1626,18 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "XML",
         _h_topo_file,
-        _c(r"Could not open XML graph file|XML (?:Graph|Topology) has wrong version|XML Parse"),
+        # ('XML Parse : Ignoring extra attributes' is an INFO, not a failure)
+        _c(
+            r"Could not open XML graph file|XML (?:Graph|Topology) has wrong version"
+            r"|XML Parse(?! : Ignoring)"
+        ),
     ),
     Pattern("NCCL work: ", _h_watchdog_work, _WD_WORK),
     Pattern("Some NCCL operations have failed or timed out", _h_watchdog_other),
     Pattern("NCCL communicator was aborted", _h_watchdog_other),
     Pattern("Heartbeat monitor timed out", _h_watchdog_other),
+    # another rank's watchdog timed out and asked this one to dump (ProcessGroupNCCL.cpp 2.3+)
+    Pattern("dump signal due to a collective timeout", _h_watchdog_other),
     Pattern("watchdog got stuck", _h_watchdog_other),
     # the watchdog also ends on an NCCL error that is not a timeout ('... terminated with
     # exception: NCCL error: remote process exited or there was a network error'): only a

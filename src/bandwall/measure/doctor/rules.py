@@ -78,6 +78,9 @@ class Rule:
     fixes: tuple[str, ...]
     confirm: str
     """The command or log that settles it when the evidence given is partial."""
+    consequence: bool = False
+    """What other faults end in (a watchdog timeout, a dead peer, unexplained warnings): it
+    ranks below any critical cause found beside it, which is what the user must fix."""
 
 
 RULES: tuple[Rule, ...] = (
@@ -128,7 +131,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.IB_VERBS,
         title="RDMA transfers time out: the link or the peer's NIC stopped answering",
         severity=Severity.CRITICAL,
-        when="IB completion status 12 (retry exceeded, vendor err 129/0x81), port error or "
+        when="IB completion status 12 (retry exceeded, vendor err 129/0x81), the kernel's mlx5 "
+        "driver reporting a port link down or a cable/module error, port error or "
         "catastrophic async events, the peer's socket reset while the IB network is in use, "
         "or an EFA peer that stopped answering ('Unresponsive remote/receiver (... previously "
         "...)', efa_errno.h 13, 4124)",
@@ -175,7 +179,8 @@ RULES: tuple[Rule, ...] = (
         title="RDMA memory registration fails: the locked-memory limit is too low",
         severity=Severity.CRITICAL,
         when="ibv_reg_mr / ibv_create_cq / ibv_create_qp fail with 'Cannot allocate memory', or "
-        "libfabric's EFA provider cannot post its receive buffers (ENOMEM, efa_errno 4112)",
+        "libfabric's EFA provider cannot post its receive buffers (ENOMEM, efa_errno 4112); "
+        "an old NCCL's bare 'Call to ibv_reg_mr failed' (possible)",
         impact="NCCL cannot register buffers with the NIC; the communicator fails",
         impact_source="NVIDIA/nccl-tests#206 (ulimit -l was 8192 kB)",
         checks=("`ulimit -l` inside the job (under mpirun/srun, in the container)",),
@@ -234,7 +239,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="the NIC raises IBV_EVENT_QP_ACCESS_ERR ('local access violation work queue "
         "error') or work completions fail with status 1 (IBV_WC_LOC_LEN_ERR, a message longer "
-        "than the receive side's path MTU allows)",
+        "than the receive side's path MTU allows); or NET/IB's QP lines ('qpn N mtu M') show "
+        "different MTUs in one job under NCCL 2.20+ (likely beside a failure, else medium)",
         impact="the QP goes to the error state: its pending work is flushed (status 5) and the "
         "job fails or hangs at the first large transfer",
         impact_source="NVIDIA/nccl#1524 (servers with different port MTUs; NCCL 2.20 stopped "
@@ -333,7 +339,9 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="CUDA refuses peer access (error 217 'peer access is not supported', 'failed to "
         "open CUDA IPC handle'), NCCL warns P2P is disabled between NVLink-connected GPUs, "
-        "nccl-tests reports wrong data, or a consumer-GPU node hangs at its first collective",
+        "nccl-tests reports wrong data, a consumer-GPU node hangs at its first collective, or "
+        "the kernel log shows the IOMMU refusing a device's DMA (AMD-Vi IO_PAGE_FAULT, DMAR "
+        "fault)",
         impact="the job fails or hangs at start-up, or silently computes on corrupted data",
         impact_source="NVIDIA/nccl-tests#117 and #287 (GeForce cards do not support P2P); "
         "NVIDIA/nccl#1838 (cuMem host sharing needs P2P)",
@@ -353,8 +361,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.P2P,
         title="GPU peer-to-peer is off inside the node",
         severity=Severity.MEDIUM,
-        when="NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, or intra-node connections via SHM "
-        "where GPUs share a PCIe switch or NVLink",
+        when="NCCL_P2P_DISABLE=1, NCCL_P2P_LEVEL=LOC, NCCL's 'P2P is disabled between "
+        "connected GPUs', or intra-node connections via SHM where NCCL's graph puts the GPUs "
+        "on NVLink or one PCIe switch (SHM alone, which NCCL picks where no P2P path exists, "
+        "is info)",
         impact="intra-node data is copied through host memory: lower bandwidth, higher latency",
         impact_source="NVIDIA/nccl#631 (ACS/IOMMU as the usual reason P2P is off)",
         checks=("NCCL_P2P_DISABLE, NCCL_P2P_LEVEL; `nvidia-smi topo -m`",),
@@ -441,10 +451,10 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.NVLS,
         title="The NVSwitch fabric is not ready (Fabric Manager)",
         severity=Severity.CRITICAL,
-        when="CUDA 'system not yet initialized' (802), the nvidia-fabricmanager unit failed or "
-        "inactive, or Fabric Manager refusing a driver of another version, NVLS multicast "
-        "failing in "
-        "transport/nvls.cc ('invalid argument', 'Failed to bind NVLink SHARP')",
+        when="CUDA 'system not yet initialized' (802, CUDA_ERROR_SYSTEM_NOT_READY), the "
+        "nvidia-fabricmanager unit failed or inactive, or Fabric Manager refusing a driver "
+        "of another version, NVLS multicast failing in transport/nvls.cc ('invalid "
+        "argument', 'Failed to bind NVLink SHARP')",
         impact="no CUDA context or no NVLS buffers: every job on the node fails at init",
         impact_source="NVIDIA/nccl#976 and #1488 (FM restarted without a GPU reset); "
         "NVIDIA/nccl-tests#264 (FM not running)",
@@ -465,7 +475,8 @@ RULES: tuple[Rule, ...] = (
         title="The cloud network plugin finds no usable fabric (EFA / libfabric)",
         severity=Severity.CRITICAL,
         when="aws-ofi-nccl finds no provider: 'Couldn't find any optimal provider', "
-        "'fi_getinfo() call failed: No data available', 'No eligible providers'; or it "
+        "'fi_getinfo() call failed: No data available', 'No eligible providers', 'Unable to "
+        "find a protocol that worked', 'Only EFA provider is supported'; or it "
         "cannot register GPU memory with the provider ('NET/OFI Unable to register memory', "
         "a libfabric too old for the NCCL)",
         impact="NCCL cannot use EFA: the job fails, or falls back to TCP sockets",
@@ -497,12 +508,13 @@ RULES: tuple[Rule, ...] = (
     Rule(
         code="net_plugin_load",
         mechanism=Mechanism.PLUGINS,
-        title="A network plugin is installed but fails to load",
+        title="A network plugin the job needs is missing or fails to load",
         severity=Severity.HIGH,
         when="NET/Plugin's dlerror names a missing symbol or symbol version (e.g. "
         "libfabric's FABRIC_1.7 not found for aws-ofi-nccl): the plugin is there, the "
-        "libraries it needs are too old or absent; or NCCL_NET names a network no loaded "
-        "plugin provides ('Error: network X not found')",
+        "libraries it needs are too old or absent; NCCL_NET_PLUGIN names a plugin no "
+        "directory on the library path holds ('cannot open shared object file'); or NCCL_NET "
+        "names a network no loaded plugin provides ('Error: network X not found')",
         impact="NCCL falls back to its internal IB or socket transport (on EFA: sockets, a "
         "fraction of the bandwidth) or fails to find a network",
         impact_source="awslabs/awsome-distributed-ai#292 (aws-ofi-nccl 1.9 needs libfabric >= "
@@ -525,9 +537,12 @@ RULES: tuple[Rule, ...] = (
         title="NCCL picks a socket interface that does not reach the other hosts",
         severity=Severity.CRITICAL,
         when="'no socket interface found', NCCL_SOCKET_IFNAME matching nothing, a garbage "
-        "address family, 'No route to host', bootstrap on loopback/bridges/IPoIB "
-        "across hosts, or Gloo binding to loopback ('Unable to resolve hostname to a (local) "
-        "address')",
+        "address family, 'No route to host' where the interface was chosen or several exist, "
+        "bootstrap on loopback/bridges/IPoIB across hosts or with failing connections, an "
+        "IPv6 link-local (fe80::) address advertised, connections to a loopback address "
+        "(a hostname on 127.0.1.1), binding to an address the host does not have (EADDRNOTAVAIL, "
+        "errno 99), Gloo finding no interface for its address, or Gloo "
+        "binding to loopback ('Unable to resolve hostname to a (local) address')",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
         "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000",
@@ -546,8 +561,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.BOOTSTRAP,
         title="The rendezvous port is taken: another process already listens on it",
         severity=Severity.CRITICAL,
-        when="'Address already in use' / errno 98 from the c10d TCPStore, Gloo or NCCL's "
-        "bootstrap when it binds its port",
+        when="'Address already in use' / errno 98 / EADDRINUSE from the c10d TCPStore, Gloo or "
+        "NCCL's bootstrap when it binds its port",
         impact="the job never starts (or waits for a rendezvous that belongs to another job)",
         impact_source="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp (the bind "
         "error); a stale process of an earlier run or two jobs with one MASTER_PORT",
@@ -566,7 +581,8 @@ RULES: tuple[Rule, ...] = (
         mechanism=Mechanism.BOOTSTRAP,
         title="Ranks cannot connect to each other or to the rendezvous (firewall, network)",
         severity=Severity.CRITICAL,
-        when="socket connects refused, aborted or timed out; the c10d store unreachable; "
+        when="socket connects refused, aborted or timed out; 'No route to host' on the node's "
+        "only ordinary interface (a firewall REJECT); the c10d store unreachable; "
         "`unhandled system error` with nothing else",
         impact="the job never starts, or dies at the first collective",
         impact_source="NVIDIA/nccl-tests#162 (sjeaugey: firewall); pytorch/pytorch#23363 "
@@ -588,7 +604,8 @@ RULES: tuple[Rule, ...] = (
         title="/dev/shm is too small for NCCL's shared-memory buffers",
         severity=Severity.CRITICAL,
         when="creating, extending or mapping /dev/shm/nccl-* fails ('No space left on device', "
-        "posix_fallocate), or UCX's shared-memory transport cannot allocate its FIFO",
+        "posix_fallocate), UCX's shared-memory transport cannot allocate its FIFO, or PyTorch's "
+        "DataLoader workers run out of shared memory (bus error)",
         impact="the communicator fails at init",
         impact_source="NVIDIA/nccl#342 (docker's 64 MB default); pytorch/ci-infra#490",
         checks=("`df -h /dev/shm` inside the container",),
@@ -598,11 +615,38 @@ RULES: tuple[Rule, ...] = (
         confirm="`df -h /dev/shm` inside the job",
     ),
     Rule(
+        code="shm_not_shared",
+        mechanism=Mechanism.RESOURCES,
+        title="Ranks on one host do not share /dev/shm (separate containers or pods)",
+        severity=Severity.CRITICAL,
+        when="attaching to a peer's /dev/shm/nccl-* segment fails with 'No such file or "
+        "directory': NCCL took the two ranks for one host (same host hash) but the segment "
+        "its peer created is not in this rank's /dev/shm",
+        impact="the shared-memory connection between the two ranks cannot be set up: the "
+        "communicator fails at init",
+        impact_source="NCCL src/misc/shmutils.cc (ncclShmOpen attaches to the segment the peer "
+        "created, by name) and src/transport/shm.cc; NCCL troubleshooting guide (Docker: "
+        "--ipc=host to share the IPC namespace)",
+        checks=(
+            "whether the ranks of one host run in different containers or pods, each with its "
+            "own /dev/shm (`ls /dev/shm` in both)",
+            "NCCL_HOSTID, when set, differs between containers that must not share memory",
+        ),
+        fixes=(
+            "run the ranks of a host in one container, or share the IPC namespace and /dev/shm "
+            "(docker --ipc=host; one memory-backed volume mounted at /dev/shm in the pod)",
+            "or keep them apart on purpose: NCCL_SHM_DISABLE=1 (and NCCL_P2P_DISABLE=1 if CUDA "
+            "IPC fails the same way), or a distinct NCCL_HOSTID per container",
+        ),
+        confirm="`ls -l /dev/shm/nccl-*` in each rank's container while the job starts",
+    ),
+    Rule(
         code="gpu_memory",
         mechanism=Mechanism.RESOURCES,
         title="NCCL cannot allocate GPU memory",
         severity=Severity.CRITICAL,
-        when="'Cuda failure ... out of memory', 'Failed to CUDA calloc/malloc', or an "
+        when="'Cuda failure ... out of memory', 'Failed to CUDA calloc/malloc', PyTorch's "
+        "'CUDA out of memory. Tried to allocate' (the rank stops; the others time out), or an "
         "'unhandled cuda error' with nothing more specific",
         impact="communicator init or a collective fails",
         impact_source="NVIDIA/nccl#1235; scitix/sichek#71 (other processes held the memory)",
@@ -715,7 +759,9 @@ RULES: tuple[Rule, ...] = (
         title="Watchdog timeout: ranks waited for a collective a peer never joined",
         severity=Severity.CRITICAL,
         when="PyTorch's watchdog caught a collective timeout (any version, with or without "
-        "SeqNum), 'Timeout at NCCL work', a desync report",
+        "SeqNum), 'Timeout at NCCL work', a desync report, a Gloo recv/send timeout, the "
+        "heartbeat monitor, a rank told to dump because another timed out; ranked after any "
+        "critical cause found beside it",
         impact="the job is taken down after the timeout (default 10 min; 30 min before 2.2)",
         impact_source="PyTorch ProcessGroupNCCL watchdog; stas00/ml-engineering debug/pytorch.md",
         checks=(
@@ -728,6 +774,7 @@ RULES: tuple[Rule, ...] = (
             "for known long phases (checkpointing, evaluation on one rank)",
         ),
         confirm="the log of every rank around the timeout (the missing one matters most)",
+        consequence=True,
     ),
     Rule(
         code="peer_exited",
@@ -744,6 +791,7 @@ RULES: tuple[Rule, ...] = (
         checks=("the dead rank's log and `dmesg` (OOM killer, segfault, Xid)",),
         fixes=("fix the crash on the dead rank; this error on the others is a consequence",),
         confirm="the log of the rank at the address in the error",
+        consequence=True,
     ),
     # --- version skew -------------------------------------------------------------------------
     Rule(
@@ -805,7 +853,11 @@ RULES: tuple[Rule, ...] = (
         title="No usable GPU driver where the job runs (missing, or libraries not matching it)",
         severity=Severity.CRITICAL,
         when="NVML's 'Driver/library version mismatch' (nvidia-smi, NCCL's nvmlInit), NCCL's "
-        "'Failed to find CUDA library', PyTorch's 'Found no NVIDIA driver on your system'",
+        "'Failed to find CUDA library', NVML's 'Driver Not Loaded' / nvidia-smi's 'couldn't "
+        "communicate with the NVIDIA driver', PyTorch's 'Found no NVIDIA driver on your system' "
+        "or 'no GPUs found', "
+        "CUDA's driver combination errors (803 'unsupported display driver / cuda driver "
+        "combination', 804 'forward compatibility was attempted on non supported HW')",
         impact="no GPU at all: the job cannot start",
         impact_source="NVIDIA/nccl src/misc/nvmlwrap.cc and src/misc/cudawrap.cc (the WARNs); "
         "NVIDIA/nvidia-docker#1163 (user-space driver libraries newer than the loaded module)",
@@ -926,6 +978,7 @@ RULES: tuple[Rule, ...] = (
         checks=("the first quoted line, on the first rank that printed it",),
         fixes=("fix the first error; the others usually follow from it",),
         confirm="NCCL_DEBUG=INFO of that rank",
+        consequence=True,
     ),
 )
 
