@@ -354,3 +354,34 @@ def test_informational_lines_raise_nothing(tmp_path: Path, text: str) -> None:
     path = tmp_path / "run.log"
     path.write_text(text)
     assert [f.code for f in diagnose([str(path)]).findings if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "first"),
+    [
+        # NCCL 2.18 src/transport/net_ib.cc via ibvwrap.cc wrap_ibv_modify_qp: 'Call to
+        # ibv_modify_qp failed with error %s' names no GID: on RoCE (or an unknown link) the
+        # RTR transition's neighbour lookup of the peer's GID is what times out
+        (
+            "n1:77:90 [0] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with "
+            "error Connection timed out\n",
+            "roce_gid",
+        ),
+        # NCCL 2.23+ prints the GIDs: a routable IPv4-mapped RoCE v2 GID is not the suspect,
+        # the two NICs' rails or routes are
+        (
+            "n1:77:90 [0] misc/ibvwrap.cc:231 NCCL WARN ibv_modify_qp failed with 110 "
+            "Connection timed out, on dev mlx5_3:1, curr state INIT, next state RTR, local GID "
+            "index 3, local GID ::ffff:10.1.3.7, remote GID ::ffff:10.2.3.9\n",
+            "ib_qp_unreachable",
+        ),
+    ],
+)
+def test_a_qp_timeout_suspects_the_gid_only_when_none_is_shown(
+    tmp_path: Path, text: str, first: str
+) -> None:
+    log = tmp_path / "qp.log"
+    log.write_text(text)
+    codes = [f.code for f in diagnose([str(log)]).findings if f.severity != "info"]
+    assert codes[0] == first, codes
+    assert {"roce_gid", "ib_qp_unreachable"} <= set(codes)

@@ -1436,7 +1436,7 @@ def _ib_qp_unreachable(job: Job) -> list[Hit]:
                 "moving the QP to RTR timed out or found "
                 "no route: the two NICs cannot reach each other (different rails or "
                 "partitions)",
-                LIKELY,
+                POSSIBLE if _gid_unshown_on_roce(job, qp) else LIKELY,
             )
         ]
     timeouts = _completion_lines(job, {12})
@@ -1514,11 +1514,23 @@ def _roce_gid(job: Job) -> list[Hit]:
                 "on RoCE the same failure comes from a "
                 "GID that does not route (link-local IPv6 or RoCE v1)"
                 + (f"; NCCL_IB_GID_INDEX={sorted(gid_set)[0]} is forced" if gid_set else ""),
-                POSSIBLE,
+                LIKELY if qp and _gid_unshown_on_roce(job, qp) else POSSIBLE,
                 missing="`show_gids` on both hosts",
             )
         ]
     return []
+
+
+def _gid_unshown_on_roce(job: Job, qp: list[Line]) -> bool:
+    """A QP that timed out moving to RTR, on RoCE (or an unknown link), with no GID in the
+    warning (NCCL < 2.23 prints none). On RoCE the RTR transition resolves the peer's GID to
+    a MAC through the kernel's neighbour table (ib_resolve_eth_dmac), which is what times out
+    when the GID does not route; native IB resolves nothing there. With the GID shown and
+    routable (an IPv4-mapped RoCE v2 address) the GID is not the suspect: rails or routes are.
+    """
+    hw_links = {d.link for log in job.logs for d, _ in log.ib_devices.values()}
+    roce_or_unknown = not hw_links or "RoCE" in hw_links
+    return roce_or_unknown and not any("GID" in ln.text for ln in qp)
 
 
 def _roce_link_local(job: Job) -> list[Line]:
