@@ -36,9 +36,9 @@ from typing import Any
 from bandwall.catalog.loader import load_catalog
 from bandwall.measure.calibrate.published import SOURCES, load_rows, request_for
 from bandwall.measure.calibrate.runs import (
-    STACKS,
     RunResult,
     load_runs,
+    request_stack,
     summarize,
     validate_runs,
 )
@@ -146,7 +146,7 @@ def fitted_archs(
 
 def stack_of(r: RunResult) -> str:
     """The request stack a run is priced with (`runs.STACKS`: nemo -> megatron, ...)."""
-    return STACKS.get(r.stack, (REFERENCE_STACK, 1))[0]
+    return request_stack(r.stack)[0]
 
 
 def fitted_stacks(

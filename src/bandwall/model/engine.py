@@ -613,9 +613,6 @@ def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms
     optimizer_s = _optimizer_s(d, opt, rates) / calibration.in_step_efficiency(
         rates.arch, opt.stack.value
     )
-    if isinstance(w, Transformer) and data_parallel.STACKS[opt.stack].grad_accumulate_bytes:
-        stage = _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
-        return replace(stage, compute_s=stage.compute_s + _grad_accumulate_s(d, opt, rates))
     if not isinstance(w, Transformer):
         t_mb = compute.cnn_microbatch_s(
             w.flops_per_sample,
@@ -627,7 +624,10 @@ def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms
         ) + np.zeros_like(d.tp)
         zero = np.zeros_like(d.tp)
         return StageTerms(t_mb, zero, zero, zero, optimizer_s, zero)
-    return _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+    stage = _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
+    if not data_parallel.STACKS[opt.stack].grad_accumulate_bytes:
+        return stage  # fused into the wgrad GEMMs: nothing to add (and nothing to price)
+    return replace(stage, compute_s=stage.compute_s + _grad_accumulate_s(d, opt, rates))
 
 
 def _tp_total_s(ar: Any, ag: Any, rs: Any, opt: StepOptions, recompute: Any) -> Any:
@@ -888,6 +888,7 @@ def _ddp_s(
     piped_all_reduce = data_parallel.STACKS[opt.stack].pipeline_all_reduce & (d.pp > 1)
     scattered = sharded & ~piped_all_reduce
     ratio = topk_ratio(opt.compression)
+    w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
 
     bucket_MiB = (
         data_parallel.default_bucket_MiB(
@@ -911,7 +912,6 @@ def _ddp_s(
         reduce_s = _coll(Op.ALL_GATHER, sparse * d.dp_cp, d.dp_cp, cl, d.tp)
         gather_s = np.zeros_like(reduce_s)
     else:
-        w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
 
         def both(op: Op, dense: Any, expert: Any) -> Any:  # dense and routed-expert groups
             return bucketed(op, dense, d.dp_cp, d.tp) + bucketed(
@@ -944,10 +944,12 @@ def _ddp_s(
     total = np.where(d.dp_cp > 1, reduce_s + gather_s, 0.0)
     share, share_e = data_parallel.ring_share(d.dp_cp), data_parallel.ring_share(d.dp_expert)
     sent = 2 * (share * dense_b + share_e * expert_b)
-    # an all-reduce sends what reduce-scatter + all-gather do; the weights' gather comes on top
-    w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
-    extra = share * d.dense_local_params * w_b + share_e * d.expert_local_params * w_b
-    return exposed, total - exposed, sent + np.where(sharded & piped_all_reduce, extra, 0.0)
+    if np.any(sharded & piped_all_reduce):
+        # an all-reduce sends what reduce-scatter + all-gather do; the weights' gather comes
+        # on top (priced only where a layout runs it: not on a sweep's hot path otherwise)
+        gather_b = share * d.dense_local_params * w_b + share_e * d.expert_local_params * w_b
+        sent = sent + np.where(sharded & piped_all_reduce, gather_b, 0.0)
+    return exposed, total - exposed, sent
 
 
 def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:

@@ -50,6 +50,12 @@ STACKS: dict[str, tuple[str, int]] = {
 TP_OVERLAP_STACKS = frozenset({"nemo"})
 
 
+def request_stack(source_stack: str) -> tuple[str, int]:
+    """(request stack, default ZeRO stage) a row's stack is priced with: `STACKS`, and
+    Megatron's ZeRO-1 for a stack it does not name."""
+    return STACKS.get(source_stack, ("megatron", 1))
+
+
 def load_runs(text: str | None = None) -> list[dict[str, str]]:
     """The shipped rows (or those of `text`, a CSV of the same columns)."""
     if text is None:
@@ -197,7 +203,7 @@ def _expert_tp(row: dict[str, str], tp: int) -> int:
 
 def request_for_run(row: dict[str, str]) -> PlanRequest:
     """The plan request that reproduces one published run (layout fixed as published)."""
-    stack, zero = STACKS.get(_cell(row, "stack"), ("megatron", 1))
+    stack, zero = request_stack(_cell(row, "stack"))
     gpu = _cell(row, "gpu")
     fabric, nics = fabric_for(_cell(row, "scale_out"), gpu)
     recompute, recompute_layers = _recompute(_cell(row, "recompute"))

@@ -545,22 +545,22 @@ def rank(findings: list[Finding], confidence: dict[int, int] | None = None) -> l
     certainty but says nothing of why: beside a critical cause (an IB retry error, an Xid, a
     full /dev/shm) it comes after it, whatever its own confidence."""
     conf = {"certain": 3, "likely": 2, "possible": 1}
+
+    def stopped_job(f: Finding) -> bool:
+        """Critical and at least likely: what stopped the job."""
+        return f.severity == Severity.CRITICAL.value and conf.get(f.confidence, 0) >= conf["likely"]
+
     has_cause = any(
-        not BY_CODE[f.code].consequence
-        and f.severity == Severity.CRITICAL.value
-        and conf.get(f.confidence, 0) >= conf["likely"]
-        for f in findings
-        if f.code in BY_CODE
+        stopped_job(f) and not BY_CODE[f.code].consequence for f in findings if f.code in BY_CODE
     )
 
     def key(f: Finding) -> tuple[int, int, int, int, float, int]:
         later = has_cause and f.code in BY_CODE and BY_CODE[f.code].consequence
         # what stopped the job (critical, likely or certain) before what slows it, however
         # certain the slowdown is: GDR off does not explain an IB retry error beside it
-        failure = f.severity == Severity.CRITICAL.value and conf.get(f.confidence, 0) >= 2
         return (
             int(later),
-            -int(failure),
+            -int(stopped_job(f)),
             -conf.get(f.confidence, 0),
             -f.severity_rank,
             -(f.cost_s or 0.0),
