@@ -77,6 +77,34 @@ def test_weight_only_int4_decodes_faster_than_bf16_at_batch_one() -> None:
     assert _f(bf16.gemm_s) / _f(int4.gemm_s) > 2.5
 
 
+def test_moe_routed_path_keeps_the_training_share_of_its_kernel_speed() -> None:
+    """Mixtral 8x7B on one H100 at 64 rows: the MoE layer is its attention linears, plus the
+    router and the grouped expert GEMMs over the experts 64 top-2 rows touch (8 x (1 - (6/8)^64)
+    = 8.0) priced by the GEMV/GEMM model and divided by the routed-path share that training
+    runs measure (calibration.MOE_EXPERT_IN_STEP_EFFICIENCY): the same kernels serve."""
+    from bandwall.model import calibration, compute
+    from bandwall.model.serving import _linears, serving_rates
+
+    w, cl = _setup(model="mixtral-8x7b", gpu="H100-SXM", gpus=1)
+    rates = serving_rates(cl, _opt(128, 128))
+    rows, h, fe = 64.0, 4096.0, 14336.0
+
+    def lin(m: float, n: float, k: float, count: float = 1.0) -> float:
+        return _f(compute.gemv_time_s(m, n, k, rates, weights="bf16", count=count))
+
+    hq, kv = 32 * 128.0, 8 * 128.0
+    attn = lin(rows, hq + 2 * kv, h) + lin(rows, h, hq)
+    touched = 8.0 * (1.0 - 0.75**64)
+    per_expert = rows * 2.0 / touched
+    routed = (
+        lin(rows, 8.0, h) + lin(per_expert, 2 * fe, h, touched) + lin(per_expert, h, fe, touched)
+    )
+    _, moe, _, _ = _linears(w, rows, 1.0, rates, "bf16", 1.0)
+    expected = attn + routed / calibration.MOE_EXPERT_IN_STEP_EFFICIENCY
+    assert _f(moe) == pytest.approx(expected, rel=1e-9)
+    assert calibration.MOE_EXPERT_IN_STEP_EFFICIENCY < 1.0
+
+
 def test_continuous_batching_identity() -> None:
     """Each iteration emits one token per sequence in flight: tokens/s = concurrency / ITL
     (pp = 1), and the ITL grows with the batch."""

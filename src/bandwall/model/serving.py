@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from bandwall.model import compute, memory
+from bandwall.model import calibration, compute, memory
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import Algo, Op, collective_time_s
 from bandwall.model.compute.elementwise import kernel_table
@@ -512,8 +512,15 @@ def _linears(
     fe = float(w.moe_ffn or f)
     touched = e * (1.0 - (1.0 - k / e) ** np.maximum(rows, 1.0))
     per_expert = rows * k / touched
-    moe = attn + lin(rows, e, h)
-    moe = moe + lin(per_expert, gate * fe / tp, h, touched) + lin(per_expert, h, fe / tp, touched)
+    # the routed-expert path (router, grouped expert GEMMs) keeps the share of the kernel
+    # model's speed that training runs measure for it (calibration.py): the same kernels,
+    # permutes and token bookkeeping run in a serving engine's MoE layer
+    routed = (
+        lin(rows, e, h)
+        + lin(per_expert, gate * fe / tp, h, touched)
+        + lin(per_expert, h, fe / tp, touched)
+    )
+    moe = attn + routed / calibration.MOE_EXPERT_IN_STEP_EFFICIENCY
     if w.shared_experts:
         s = float(w.shared_experts)
         moe = moe + lin(rows, gate * fe * s / tp, h) + lin(rows, h, fe * s / tp)
