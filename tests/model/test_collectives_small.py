@@ -89,10 +89,11 @@ def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, fl
 
 def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]]) -> None:
     """The errors docs/network.md reports, fit and held out apart (a regression guard: the
-    held-out third was not looked at by the fit). From 32 KiB to 16 MiB the held-out median
-    meets the 10% goal (9.8%); the 50% max does not (64.6%: the 4-node B200 curve timed
-    through torch), nor 15% on 8 B-1 MiB (16.1%): the published curves disagree with each
-    other by more (docs)."""
+    held-out third was not looked at by the fit). Since the 2-8 node NDR curves of
+    nccl-tests#309 joined (2026-12-06; scored once first: held out 13.6%, bias +1.9%) no goal
+    is met: 32 KiB-16 MiB held out 12.7% (goal 10%), max 64.4% (50%: the 4-node B200 curve
+    timed through torch), 8 B-1 MiB 22.3% (15%): the published curves disagree with each
+    other by more than that (docs)."""
     rows, base = shipped
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
@@ -107,10 +108,10 @@ def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]])
         0.0,
     ).summary()
     mid = summary["32KiB-16MiB"]
-    assert mid["fit"]["median_abs_error"] <= 0.07
-    assert mid["held_out"]["median_abs_error"] <= 0.10
+    assert mid["fit"]["median_abs_error"] <= 0.15
+    assert mid["held_out"]["median_abs_error"] <= 0.13
     assert mid["held_out"]["max_abs_error"] <= 0.66
     assert abs(mid["held_out"]["bias"]) <= 0.025
     small = summary["8B-1MiB"]
-    assert small["fit"]["median_abs_error"] <= 0.105
-    assert small["held_out"]["median_abs_error"] <= 0.165
+    assert small["fit"]["median_abs_error"] <= 0.205
+    assert small["held_out"]["median_abs_error"] <= 0.23

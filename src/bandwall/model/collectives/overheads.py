@@ -9,7 +9,7 @@ are fitted, per GPU generation and per network transport family, on the fit thir
 with its source; rows with sha256(id) % 3 == 0) by
 :func:`bandwall.measure.calibrate.collective_fit.fit_overheads`; the other two thirds are held
 out (docs/network.md lists both errors). A generation or transport with no published curve
-in the set has no overhead beyond NCCL's model: InfiniBand, RoCE and sockets across nodes.
+in the set has no overhead beyond NCCL's model: RoCE and sockets across nodes.
 """
 
 from __future__ import annotations
@@ -23,18 +23,21 @@ FloatArray = npt.NDArray[np.float64]
 
 #: Host enqueue + kernel launch per call, µs, by GPU generation (fitted; see module doc).
 #: Ampere from A100 curves (Azure ND A100 v4, stas00/ml-engineering, AWS p4de), Hopper from
-#: H100/H200/H20 (Azure ND H100/H200 v5, stas00, AWS p5, DeepEP#303), Blackwell from B200
+#: H100/H200/H20 (Azure ND H100/H200 v5, stas00, AWS p5, DeepEP#303, the 2-8 node NDR curves
+#: of nccl-tests#309), Blackwell from B200
 #: timed through torch.distributed (stas00: its Python launch path is included). Volta has no
 #: curve in the set.
 LAUNCH_US: dict[GpuArch, float] = {
     GpuArch.VOLTA: 0.0,
     GpuArch.AMPERE: 8.5,
-    GpuArch.HOPPER: 4.8,
-    GpuArch.BLACKWELL: 24.0,
+    GpuArch.HOPPER: 1.7,
+    GpuArch.BLACKWELL: 22.3,
 }
 #: Proxy progress per call across nodes, µs, by scale-out transport (fitted; see module doc).
+#: InfiniBand (nccl-tests#309, 2-8 nodes of 8 H100 on NDR) fits to none beyond NCCL's model.
 NETWORK_CALL_US: dict[str, float] = {
-    "efa": 10.7,
+    "efa": 13.8,
+    "infiniband": 0.0,
 }
 #: Pipeline fill per channel, bytes, for a group across nodes: NCCL moves each channel's data
 #: in chunks through NCCL_STEPS = 8 buffer slots (src/include/device.h), so a message reaches
@@ -45,7 +48,7 @@ PIPELINE_FILL_BYTES = 1_245_184.0
 #: microsecond rather than a network round trip plus the proxy's turn, so the pipeline fills
 #: in fewer bytes at the link's rate (fitted separately on the single-node rows; see module
 #: doc).
-PIPELINE_FILL_BYTES_IN_NODE = 442_368.0
+PIPELINE_FILL_BYTES_IN_NODE = 458_752.0
 
 
 def measured(topo: Topology) -> bool:
