@@ -20,7 +20,9 @@ from bandwall.errors import ConfigError
 
 #: Catalog GPU for a device name as nccl-tests and torch print it (most specific first).
 GPU_NAMES = (
+    (r"GB300", "GB300"),
     (r"GB200", "GB200"),
+    (r"B300", "B300"),
     (r"B200", "B200"),
     (r"H200", "H200"),
     (r"H100|H800", "H100-SXM"),

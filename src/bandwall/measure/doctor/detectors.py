@@ -35,7 +35,7 @@ IPOIB_IFACE = re.compile(r"^(ib\d\S*|ibs\w*|ibp\w*)$")
 FAR_PATHS = ("PHB", "NODE", "SYS")
 PATH_ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "P2C", "PHB", "NODE", "SYS")
 #: GPUs of instance types where EFA carries GPUDirect RDMA (p4d and later).
-EFA_GDR_GPUS = ("A100-SXM-80GB", "H100-SXM", "H200", "B200", "GB200")
+EFA_GDR_GPUS = ("A100-SXM-80GB", "H100-SXM", "H200", "B200", "GB200", "B300", "GB300")
 
 
 def detector(code: str) -> Callable[[Detector], Detector]:

@@ -15,7 +15,9 @@ from bandwall.measure.doctor.nccl_log import NcclLog
 
 #: Catalog GPU for a device name as nccl-tests, torch and nvidia-smi print it.
 GPU_NAMES = (
+    (r"GB300", "GB300"),
     (r"GB200", "GB200"),
+    (r"B300", "B300"),
     (r"B200", "B200"),
     (r"H200", "H200"),
     (r"H100|H800|H20\b", "H100-SXM"),
