@@ -307,6 +307,24 @@ def test_nccl_tests_without_mpi_is_named(tmp_path: Path) -> None:
     assert "tests_without_mpi" not in _first_codes(tmp_path, two)
 
 
+def test_nccl_tests_headers_printed_before_any_result_are_separate_jobs(tmp_path: Path) -> None:
+    """With MPI only MPI rank 0 prints nccl-tests' run header (src/common.cu, PRINT is `if
+    (is_main_thread) printf`); two headers with no result between them are two processes that
+    each ran as rank 0 of its own job, even when only one's '# Rank' lines follow
+    (NVIDIA/nccl-tests#213)."""
+    header = (
+        "# nThread 1 nGpus 4 minBytes 1024 maxBytes 4096 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0"
+    )
+    ranks = [
+        f"#  Rank  {r} Group  0 Pid    321 on      nodeA device  {r} [0x1b] NVIDIA H100 80GB HBM3"
+        for r in range(4)
+    ]
+    lines = [header, "#", "# Using devices", header, "#", "# Using devices", *ranks]
+    assert _first_codes(tmp_path, lines) == ["tests_without_mpi"]
+    assert "tests_without_mpi" not in _first_codes(tmp_path, [header, "#", *ranks])
+
+
 def test_one_process_listing_every_rank_is_one_node() -> None:
     """nccl-tests -g 2 in one process (both ranks under one pid) cannot cross nodes: its
     NET/Socket line after 'Failed to open libibverbs' is no socket fallback."""
@@ -336,3 +354,77 @@ def test_a_local_length_error_is_an_mtu_mismatch_and_flushes_are_its_consequence
     assert top.code == "ib_mtu" and "status 1 (local length error)" in top.reason
     flushed = diagnose([str(LOGS / "nccl-1524-roce-mtu-mismatch-local-access-violation.log")])
     assert "ib_link_error" not in [f.code for f in flushed.findings]
+
+
+#: An NCCL failure line (init.cc's WARN) to show the job failed, whatever the cause
+_FAILED = "n1:5:5 [0] NCCL WARN Cuda failure 'unknown error'"
+
+
+@pytest.mark.parametrize(
+    ("version", "gpu", "expected"),
+    [
+        ("2.14.3+cuda11.8", "NVIDIA H100 80GB HBM3", True),  # sm_90 from 2.15.1
+        ("2.21.5+cuda12.4", "NVIDIA B200", True),  # sm_100 from 2.25.1
+        ("2.18.5+cuda12.2", "NVIDIA H100 80GB HBM3", False),
+        ("2.14.3+cuda11.8", "NVIDIA A100-SXM4-80GB", False),
+    ],
+)
+def test_an_nccl_older_than_the_gpu_is_named(
+    tmp_path: Path, version: str, gpu: str, expected: bool
+) -> None:
+    """The first NCCL release per architecture (NVIDIA/nccl release commits 2.15.1-1 'Add
+    support for H100 (sm90)', 2.25.1-1 'Add Blackwell/SM100 support') against the version and
+    the GPU a failing log names."""
+    lines = [
+        "GPU 0: " + gpu + " (UUID: GPU-0)",
+        f"n1:5:5 [0] NCCL INFO NCCL version {version}",
+        _FAILED,
+    ]
+    assert ("gpu_arch_missing" in _first_codes(tmp_path, lines)) is expected
+    # a run that does not fail is left alone
+    assert "gpu_arch_missing" not in _first_codes(tmp_path, lines[:2])
+
+
+def test_a_one_way_gpu_link_in_an_nccl_before_hopper_is_an_nccl_older_than_the_gpu(
+    tmp_path: Path,
+) -> None:
+    """graph/paths.cc's 'Failed to find reverse path' between two GPUs (topo.h type 0) from an
+    NCCL before 2.15.1, which reads 12 NVLinks per GPU where Hopper has 18 (xml.cc
+    ncclTopoGetXmlFromGpu): a one-way NVLink. PyTorch's message wraps before the version."""
+
+    def log(version: str, rem_type: int) -> list[str]:
+        return [
+            "DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1275, internal error, NCCL",
+            f"version {version}",
+            "ncclInternalError: Internal check failed.",
+            "Last error:",
+            f"Failed to find reverse path from remNode {rem_type}/1b000 nlinks 4 to node 0/3d000",
+        ]
+
+    assert _first_codes(tmp_path, log("2.14.3", 0))[0] == "gpu_arch_missing"
+    assert "gpu_arch_missing" not in _first_codes(tmp_path, log("2.18.5", 0))
+    assert "gpu_arch_missing" not in _first_codes(tmp_path, log("2.14.3", 1))  # a PCI switch
+
+
+def test_nccl_tests_built_with_nccl_1_on_pascal_names_the_missing_kernels(tmp_path: Path) -> None:
+    """nccl-tests reads 1.0 for every NCCL 1.x (src/nccl1_compat.h); NCCL 1 compiled sm_60
+    only from 1.3.4 (NVIDIA/nccl 649f04d0), so an unhandled CUDA error there may be that."""
+    lines = [
+        "# NCCL Tests compiled with NCCL 1.0",
+        "#   Rank  0 on     node03 device  0 [0x04] Tesla P100-PCIE-16GB",
+        "NCCL failure all_reduce.cu:95 'unhandled cuda error'",
+    ]
+    assert "gpu_arch_missing" in _first_codes(tmp_path, lines)
+
+
+def test_a_version_in_a_sentence_is_no_running_nccl() -> None:
+    """'the NCCL version 2.18.5+cuda11.8 as opposed to ...' is a reporter's words: NCCL and
+    PyTorch end the line after the version."""
+    log = parse_nccl_log(
+        [
+            "it uses the NCCL version 2.18.5+cuda11.8 as opposed to the container's",
+            "node1:1:1 [0] NCCL INFO NCCL version 2.14.3+cuda11.8",
+            "ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8 ncclSystemError",
+        ]
+    )
+    assert list(log.versions) == ["2.14.3", "2.7.8"]

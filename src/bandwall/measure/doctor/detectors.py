@@ -91,20 +91,30 @@ def _tests_without_mpi(job: Job) -> list[Hit]:
         for t in job.tests
         if (n := getattr(getattr(t, "block", None), "meta", {}).get("solo_processes"))
     ]
-    if not solo:
-        return []
-    n = solo[0][1]
     lines = [b.line for b, _ in solo if b.line is not None]
-    if not lines:
+    if solo and lines:
+        return [
+            Hit(
+                "tests_without_mpi",
+                first(lines, 2),
+                f"{solo[0][1]} processes each report itself as rank 0 of its own run and no "
+                "rank above 0 appears: they never formed one communicator",
+                LIKELY,
+                missing="whether one process per GPU was meant (mpirun/srun -n N)",
+            )
+        ]
+    heads = max((log.concurrent_test_runs for log in job.logs), key=len, default=[])
+    if not heads:
         return []
     return [
         Hit(
             "tests_without_mpi",
-            first(lines, 2),
-            f"{n} processes each report itself as rank 0 of its own run and no rank above 0 "
-            "appears: they never formed one communicator",
+            heads[:2],
+            f"the nccl-tests run header ('# nThread ... nGpus ...') appears {len(heads)} times "
+            "before any result: with MPI only MPI rank 0 prints it, so each of these processes "
+            "ran as rank 0 of its own job",
             LIKELY,
-            missing="whether one process per GPU was meant (mpirun/srun -n N)",
+            missing="the '# Rank' lines of every process (an MPI run lists all ranks once)",
         )
     ]
 
@@ -405,7 +415,8 @@ CUDA_HINTS = (
 def _gpu_arch_missing(job: Job) -> list[Hit]:
     lines = _lines(job, "arch_missing")
     if not lines:
-        return []
+        older = _nccl_older_than_gpu(job)
+        return [older] if older else []
     smem = [ln for ln in lines if "maxSharedMem" in ln.text]
     reason = (
         "NCCL's kernels ask for more shared memory than this GPU gives a block: the NCCL "
@@ -415,6 +426,107 @@ def _gpu_arch_missing(job: Job) -> list[Hit]:
         "image' / an unsupported compute capability)"
     )
     return [Hit("gpu_arch_missing", first(lines), reason, CERTAIN)]
+
+
+#: The first NCCL release for each GPU architecture, keyed by the names logs print (nvidia-smi,
+#: nccl-tests, PyTorch), newest first. From NVIDIA/nccl's release commits: 1.3.4-1 (649f04d0
+#: 'Added Pascal nvcc flags': sm_60/61 in NVCC_GENCODE), 2.7.3-1 ('Add support for A100 GPU'),
+#: 2.15.1-1 ('Add support for H100 (sm90)'), 2.25.1-1 ('Add Blackwell/SM100 support'),
+#: 2.26.2-1 ('Fix shared memory usage on recent Blackwell GPUs': 2.25's kernels ask sm_120 for
+#: more shared memory than it has, NVIDIA/nccl-tests#287, NVIDIA/nccl#1637).
+FIRST_NCCL: tuple[tuple[str, str, tuple[int, int, int]], ...] = (
+    (r"RTX 50[5-9]0|RTX PRO \d{4} Blackwell", "sm_120 (Blackwell RTX)", (2, 26, 2)),
+    (r"\bG?B200\b|\bB100\b", "sm_100 (Blackwell)", (2, 25, 1)),
+    (r"\bG?H(?:100|200|800|20)\b", "sm_90 (Hopper)", (2, 15, 1)),
+    (r"\bA(?:100|800|30|40|10G?)\b|\bA[456]000\b", "sm_80 (Ampere)", (2, 7, 3)),
+    (r"\bP(?:100|40)\b|GTX 10[5-8]0", "sm_60 (Pascal)", (1, 3, 4)),
+)
+#: The NCCL that first read Hopper's NVLinks right: 2.15.1 counts 18 per GPU from sm_90 (12
+#: before) and reads their state through NVML field values (src/graph/xml.cc
+#: ncclTopoGetXmlFromGpu); an older one records some GPU-GPU NVLinks on one side only.
+NVLINK_SM90_NCCL = (2, 15, 1)
+_TOPO_GPU = 0  # src/graph/topo.h: node type GPU
+
+
+def _arch_of(name: str) -> tuple[str, tuple[int, int, int]] | None:
+    """The architecture and first NCCL release of a GPU by its printed name (FIRST_NCCL)."""
+    return next(((a, need) for pat, a, need in FIRST_NCCL if re.search(pat, name)), None)
+
+
+def _dotted(release: tuple[int, ...]) -> str:
+    return ".".join(map(str, release))
+
+
+def _release(version: str) -> tuple[int, int, int] | None:
+    parts = version.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
+def _nccl_older_than_gpu(job: Job) -> Hit | None:
+    """A failing job whose NCCL release predates its GPU's architecture (FIRST_NCCL), or a
+    pre-2.15 NCCL whose topology has a GPU-GPU link one way only (Hopper's NVLinks read with
+    the Ampere count): NCCL runs without the kernels, NVLink discovery or tuning the GPU needs."""
+    failing = [
+        *_lines(job, "warnings"),
+        *_lines(job, "cuda_unhandled"),
+        *(ln for _, ln in job.all("test_failures")),
+    ]
+    if not failing:
+        return None
+    releases = [
+        (r, lines[0]) for log in job.logs for v, lines in log.versions.items() if (r := _release(v))
+    ]
+    built = job.all("tests_nccl")
+    gpus = [(*row, ln) for name, ln in job.all("device_names") if (row := _arch_of(name))]
+    gpu = gpus[0] if gpus else None
+    if gpu and releases:
+        (have, vline), (arch, need, gline) = min(releases), gpu
+        if have < need:
+            return Hit(
+                "gpu_arch_missing",
+                first([gline, vline, *failing]),
+                f"NCCL {_dotted(have)} predates the GPU: {arch} is supported from NCCL "
+                f"{_dotted(need)}",
+                LIKELY,
+            )
+    if gpu and built and not releases:
+        (major, minor), bline = built[0]
+        arch, need, gline = gpu
+        one_x = major == 1  # src/nccl1_compat.h: every NCCL 1.x reads 1.0
+        if (major, minor) < need[:2] and not (one_x and need[0] == 1):
+            return Hit(
+                "gpu_arch_missing",
+                first([gline, bline, *failing]),
+                f"the nccl-tests binary was built with NCCL {major}.{minor}, older than the "
+                f"GPU: {arch} is supported from NCCL {_dotted(need)}",
+                LIKELY,
+            )
+        if one_x and need[0] == 1:
+            return Hit(
+                "gpu_arch_missing",
+                first([gline, bline, *failing]),
+                f"the nccl-tests binary was built with NCCL 1.x, run on an {arch} GPU: NCCL 1 "
+                f"releases before {_dotted(need)} carry no {arch.split()[0]} code (some no "
+                "PTX either), which CUDA reports as an unhandled error",
+                POSSIBLE,
+                missing="the NCCL 1 release (its package or Makefile's NVCC_GENCODE)",
+            )
+    reverse = [ln for a, b, ln in job.all("reverse_path") if a == b == _TOPO_GPU]
+    new_gpu = gpu is None or gpu[1] >= NVLINK_SM90_NCCL
+    if reverse and releases and min(r for r, _ in releases) < NVLINK_SM90_NCCL and new_gpu:
+        have, vline = min(releases)
+        return Hit(
+            "gpu_arch_missing",
+            first([*reverse, vline]),
+            f"NCCL {_dotted(have)} found an NVLink from one GPU to another but not "
+            "back: NCCL before 2.15.1 reads 12 NVLinks per GPU and Hopper has 18, so it builds "
+            "a one-way topology on H100-class GPUs",
+            LIKELY,
+            missing="the GPU model (nvidia-smi -L)",
+        )
+    return None
 
 
 @detector("topology_file")

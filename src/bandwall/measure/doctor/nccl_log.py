@@ -108,9 +108,17 @@ _DEVICE_RANK = re.compile(
     r"Rank\s{1,8}(\d{1,6})\s{1,8}(?:Group\s{1,8}\d{1,4}\s{1,8})?Pid\s{1,8}(\d{1,10})\s{1,8}on\s{1,8}(\S{1,128})\s{1,8}device\s{1,8}\d{1,3}\s{1,8}"
     r"\[[^\]]{1,32}\]\s{0,8}(.{1,80})$"
 )
+#: nccl-tests before 2.x's Group/Pid columns ('#   Rank %2d on %10s device %2d [0x%02x] %s',
+#: src/common.cu v1.0.0)
+_OLD_DEVICE_RANK = re.compile(
+    r"#\s{1,8}Rank\s{1,8}\d{1,6}\s{1,8}on\s{1,8}\S{1,128}\s{1,8}device\s{1,8}\d{1,3}\s{1,8}"
+    r"\[[^\]]{1,32}\]\s{0,8}(.{1,80})$"
+)
 _TORCH_GPU = re.compile(r"\bGPU \d{1,3}: ((?:NVIDIA|Tesla|Quadro|GeForce) [^(\n]{2,60})")
 _SMI_GPU = re.compile(r"^\|\s{1,6}\d{1,3}\s{1,6}((?:NVIDIA|Tesla) [A-Za-z0-9\- ]{2,40}?)\s{2,}")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d{1,12})\s+(FAILED|OK)")
+#: nccl-tests' run header, printed once per run by its main process (src/common.cu)
+_TEST_RUN = re.compile(r"nThread\s{1,8}\d{1,4}\s{1,8}nGpus\s{1,8}\d{1,4}\s{1,8}minBytes\b")
 _TABLE_HEADER = re.compile(r"#\s{1,20}size\s{1,20}count\s")
 _TABLE_ROW = re.compile(r"^\s{0,24}\d{1,14}\s{1,20}\d{1,14}\s{1,20}[a-z0-9_]{2,12}\s")
 _TOOL_PREFIX = re.compile(
@@ -196,6 +204,13 @@ class NcclLog:
     arch_missing: list[Line] = field(default_factory=list)
     """No kernel for this GPU in the build: 'named symbol not found', 'no kernel image',
     PyTorch's 'CUDA capability sm_XX is not compatible'."""
+    tests_nccl: list[tuple[tuple[int, int], Line]] = field(default_factory=list)
+    """nccl-tests' 'NCCL Tests compiled with NCCL M.N' (its NCCL_MAJOR/NCCL_MINOR at build time;
+    src/nccl1_compat.h defines 1.0 for every NCCL 1.x, which had no version macros)."""
+    reverse_path: list[tuple[int, int, Line]] = field(default_factory=list)
+    """Topology links one way only (graph/paths.cc 'Failed to find reverse path from remNode
+    T/ID ... to node T/ID'): the two nodes' types (topo.h: 0 GPU, 1 PCI, 2 NVS, 3 CPU, 4 NIC,
+    5 NET)."""
     topo_file_errors: list[Line] = field(default_factory=list)
     """NCCL could not use an injected topology or graph XML (NCCL_TOPO_FILE/GRAPH_FILE)."""
     ofi_errors: list[Line] = field(default_factory=list)
@@ -313,6 +328,9 @@ class NcclLog:
     device_names: list[tuple[str, Line]] = field(default_factory=list)
     test_ranks: list[tuple[int, int]] = field(default_factory=list)
     """(rank, pid) of nccl-tests' '# Rank N Group G Pid P on HOST device D' header lines."""
+    test_runs: list[tuple[Line, int]] = field(default_factory=list)
+    """nccl-tests' run header ('# nThread N nGpus G minBytes ...') and how many results
+    (table rows, test failures) the log had printed before it."""
     table_header: list[Line] = field(default_factory=list)
     table_rows: int = 0
 
@@ -336,6 +354,23 @@ class NcclLog:
         ):
             return True  # nccl-tests lists every rank in one process: one node
         return len(self.hosts) == 1 and bool(self.connections) and not self.net_connections
+
+    @property
+    def concurrent_test_runs(self) -> list[Line]:
+        """The largest group of nccl-tests run headers printed with no result between them:
+        processes that each started a run as its main process. With MPI only MPI rank 0
+        prints the header (src/common.cu, `PRINT` is `if (is_main_thread) printf`); without
+        it every process is rank 0 of its own run and prints one. Runs one after the other
+        print results between their headers."""
+        best: list[Line] = []
+        group: list[Line] = []
+        before = -1
+        for line, done in self.test_runs:
+            group = [*group, line] if done == before else [line]
+            before = done
+            if len(group) > len(best):
+                best = group
+        return best if len(best) > 1 else []
 
     @property
     def multi_node(self) -> bool:
@@ -455,6 +490,8 @@ class _Parser:
         self.log = NcclLog(source=source)
         self._last_error = False
         """The previous line was PyTorch's 'Last error:'."""
+        self.previous = ""
+        """The previous non-blank line (a pasted message wrapped onto the next line)."""
 
     # --- driving ------------------------------------------------------------------------------
 
@@ -502,6 +539,18 @@ class _Parser:
                     log.examples.append(seg.line)
         if used:
             log.matched += 1
+        self.previous = text
+        self._count_tests(number, text)
+
+    def _count_tests(self, number: int, text: str) -> None:
+        """Where nccl-tests' runs start and what they printed: bookkeeping, not evidence by
+        itself (a file of headers alone is not understood)."""
+        log = self.log
+        if log.table_header and _TABLE_ROW.match(_TOOL_PREFIX.sub("", text, count=1)):
+            log.table_rows += 1
+        elif "nThread" in text and _TEST_RUN.search(text):
+            done = log.table_rows + len(log.test_failures) + len(log.cuda_unhandled)
+            log.test_runs.append((Line(log.source, number, text), done))
 
     def _quoted_warn(self, segments: list[_Seg], text: str) -> _Seg | None:
         """The segment that is NCCL's last WARN quoted by PyTorch after 'Last error:' (on the
@@ -668,7 +717,32 @@ _UNUSED = (
 
 def _h_version(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     assert m is not None
+    if _PROSE_AFTER.match(s.text, m.end()):
+        return  # 'using NCCL version 2.18.5 as opposed to ...': a reporter's words, not a run
     p.log.versions.setdefault(m.group(1), []).append(s.line)
+
+
+#: What follows a version in a sentence: NCCL (init.cc) and PyTorch end the line after it (or,
+#: joined, go on with the error's name: '..., NCCL version 2.7.8 ncclSystemError: ...')
+_PROSE_AFTER = re.compile(r"(?:\+\S{0,40})?\s{1,4}(?!nccl)[a-z]{2,}")
+
+
+def _h_version_wrapped(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    """'NCCL version X' wrapped after 'NCCL' (PyTorch's '..., NCCL version 2.14.3' pasted
+    into a narrow window): the version starts the next line."""
+    assert m is not None
+    if p.previous.rstrip().endswith("NCCL"):
+        p.log.versions.setdefault(m.group(1), []).append(s.line)
+
+
+def _h_tests_nccl(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.tests_nccl.append(((int(m.group(1)), int(m.group(2))), s.line))
+
+
+def _h_reverse_path(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    assert m is not None
+    p.log.reverse_path.append((int(m.group(1)), int(m.group(2)), s.line))
 
 
 def _h_env(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
@@ -1289,6 +1363,13 @@ def _c(pattern: str) -> re.Pattern[str]:
 #: The parser's rule table, in the order handlers run (all matching handlers run).
 PATTERNS: tuple[Pattern, ...] = (
     Pattern("NCCL version", _h_version, _VERSION),
+    Pattern("compiled with NCCL", _h_tests_nccl, _c(r"compiled with NCCL (\d{1,2})\.(\d{1,3})")),
+    Pattern("version", _h_version_wrapped, _c(r"^\s*version (\d{1,2}\.\d{1,3}\.\d{1,3})\b")),
+    Pattern(
+        "reverse path",
+        _h_reverse_path,
+        _c(r"Failed to find reverse path from remNode (\d) ?/ ?\w{1,20} .{0,40}to node (\d) ?/"),
+    ),
     Pattern(
         " to ", _h_env, _c(r"NCCL_[A-Z0-9_]{2,64} set (?:by environment )?to "), marked_only=True
     ),
@@ -1656,6 +1737,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern("Out of bounds values", _h_oob, _OOB),
     Pattern("Pid", _h_device_rank, _DEVICE_RANK),
+    Pattern(" on ", _h_gpu_name, _OLD_DEVICE_RANK),
     Pattern("GPU ", _h_gpu_name, _TORCH_GPU),
     Pattern("|", _h_gpu_name, _SMI_GPU),
     Pattern("size", _h_table_header, _TABLE_HEADER),
@@ -1667,8 +1749,6 @@ def parse_nccl_log(lines: Iterable[str], source: str = "<log>") -> NcclLog:
     parser = _Parser(source)
     for number, raw in enumerate(lines, 1):
         parser.feed(number, raw)
-        if parser.log.table_header and _TABLE_ROW.match(_TOOL_PREFIX.sub("", raw, count=1)):
-            parser.log.table_rows += 1
     return parser.log
 
 

@@ -676,16 +676,24 @@ RULES: tuple[Rule, ...] = (
     Rule(
         code="gpu_arch_missing",
         mechanism=Mechanism.VERSIONS,
-        title="The NCCL or PyTorch build has no kernels for this GPU",
+        title="The NCCL or PyTorch build predates this GPU: no kernels or support for it",
         severity=Severity.CRITICAL,
         when="'Cuda failure ... named symbol not found' or 'no kernel image is available for "
         "execution on the device' inside NCCL, PyTorch's 'with CUDA capability sm_XX is not "
         "compatible with the current PyTorch installation', or NCCL's '... exceeds device/fn "
-        "maxSharedMem' (a build older than the GPU, e.g. NCCL 2.25 on sm_120)",
+        "maxSharedMem' (a build older than the GPU, e.g. NCCL 2.25 on sm_120); or a failing "
+        "job whose NCCL release predates its GPU's architecture (first release: sm_60 1.3.4, "
+        "sm_80 2.7.3, sm_90 2.15.1, sm_100 2.25.1, sm_120 2.26.2), NCCL before 2.15.1 "
+        "failing to find the reverse of a GPU-GPU link (it reads 12 of Hopper's 18 NVLinks), "
+        "or an unhandled CUDA error from nccl-tests built with NCCL 1.x on Pascal (possible)",
         impact="no collective can launch: NCCL's device code was compiled for other GPU "
-        "architectures (NVCC_GENCODE) than the one it runs on",
+        "architectures (NVCC_GENCODE) than the one it runs on, or NCCL misreads the GPU's "
+        "links and fails at init",
         impact_source="NVIDIA/nccl#1372 (NCCL built for sm_80 only, run on H100); "
-        "pytorch/pytorch#152077 (a cu118 wheel on an sm_120 RTX 5090)",
+        "pytorch/pytorch#152077 (a cu118 wheel on an sm_120 RTX 5090); NVIDIA/nccl release "
+        "commits (2.15.1-1 'Add support for H100 (sm90)', 2.25.1-1 'Add Blackwell/SM100 "
+        "support'; src/graph/xml.cc maxNvLinks); mila-iqia/milabench#183 (NCCL 2.14.3 on "
+        "H100: 'Failed to find reverse path', 2.18.5 passed)",
         checks=(
             "`nvidia-smi --query-gpu=compute_cap --format=csv` against the build's "
             "architectures (`python -c 'import torch; print(torch.cuda.get_arch_list())'`, "
@@ -694,8 +702,11 @@ RULES: tuple[Rule, ...] = (
         fixes=(
             "use a PyTorch wheel / NCCL build whose CUDA version supports this GPU (e.g. cu128 "
             "for Blackwell), or rebuild NCCL with NVCC_GENCODE for its compute capability",
+            "upgrade NCCL (the container's, or the wheel's nvidia-nccl-cu12) to a release at "
+            "least as new as the GPU's architecture",
         ),
-        confirm="the GPU's compute capability and the build's architecture list",
+        confirm="the GPU's compute capability, the build's architecture list and the 'NCCL "
+        "version' line",
     ),
     Rule(
         code="collective_mismatch",
@@ -736,12 +747,14 @@ RULES: tuple[Rule, ...] = (
         title="nccl-tests ran as separate one-rank jobs: the binary was built without MPI",
         severity=Severity.HIGH,
         when="several nccl-tests processes each report itself as rank 0 (different pids, no "
-        "rank above 0 anywhere): mpirun/srun started N copies that never joined one "
+        "rank above 0 anywhere), or the run header ('# nThread N nGpus G ...') is printed "
+        "several times before any result: mpirun/srun started N copies that never joined one "
         "communicator",
         impact="nothing crosses a GPU or a node: bus bandwidth is 0 or single-GPU figures, and "
         "the run says nothing about the fabric",
-        impact_source="nccl-tests README ('MPI=1 ... make'); src/common.cu prints one "
-        "'# Rank N Group G Pid P on HOST device D' line per rank from rank 0 only",
+        impact_source="nccl-tests README ('MPI=1 ... make'); src/common.cu prints the run "
+        "header and one '# Rank N Group G Pid P on HOST device D' line per rank from MPI rank "
+        "0 only (PRINT is `if (is_main_thread) printf`, src/common.h); NVIDIA/nccl-tests#213",
         checks=(
             "`ldd build/all_reduce_perf | grep -i mpi`: an MPI build links libmpi",
             "the mpirun that launches it is the MPI it was built with (MPI_HOME)",
