@@ -199,6 +199,9 @@ def test_parallel_volumes() -> None:
     # CP hides behind attention; EP all-to-alls are four per MoE layer
     assert float(parallel.cp_microbatch_s(4, 1.0, 1.0, 5.0)) == pytest.approx(3.0)
     assert float(parallel.ep_microbatch_s(2, 0.1, 0.25)) == pytest.approx(0.75 * 2 * 4 * 0.1)
+    # overlap hides at most the micro-batch's compute: 0.8 s of all-to-alls under 0.5 s
+    assert float(parallel.ep_microbatch_s(2, 0.1, 1.0, 0.5)) == pytest.approx(0.3)
+    assert float(parallel.ep_microbatch_s(2, 0.1, 1.0, 2.0)) == pytest.approx(0.0)
 
 
 def test_pipeline_bubble_and_sends() -> None:

@@ -798,7 +798,7 @@ def _transformer_stage(
             layers, comm.cp_all_gather_s, comm.cp_reduce_scatter_s, layers * lc.attention_s
         )
         ep_total = layers * ms * parallel.EP_ALL_TO_ALLS_PER_LAYER * comm.ep_all_to_all_s
-        ep = parallel.ep_microbatch_s(layers * ms, comm.ep_all_to_all_s, opt.ep_overlap)
+        ep = parallel.ep_microbatch_s(layers * ms, comm.ep_all_to_all_s, opt.ep_overlap, t)
         hidden = layers * comm.tp_hidden_s + (layers * cp_pair - cp) + (ep_total - ep)
         return t, layers * comm.tp_exposed_s, cp, ep, hidden
 

@@ -86,6 +86,11 @@ def ep_bytes(
     return micro_batch * seq_len / (cp * tp) * top_k * hidden * ACT_BYTES
 
 
-def ep_microbatch_s(moe_layers_per_stage: Any, all_to_all_s: Any, overlap_share: float) -> Any:
-    """Exposed EP time per micro-batch: 4 all-to-alls per MoE layer, less what is hidden."""
-    return (1 - overlap_share) * moe_layers_per_stage * EP_ALL_TO_ALLS_PER_LAYER * all_to_all_s
+def ep_microbatch_s(
+    moe_layers_per_stage: Any, all_to_all_s: Any, overlap_share: float, compute_s: Any = np.inf
+) -> Any:
+    """Exposed EP time per micro-batch: 4 all-to-alls per MoE layer, less what is hidden. What
+    overlap hides (DeepSeek's DualPipe, Megatron's --overlap-moe-expert-parallel-comm: one
+    micro-batch's all-to-alls under another's compute) is at most the micro-batch's compute."""
+    total = moe_layers_per_stage * EP_ALL_TO_ALLS_PER_LAYER * all_to_all_s
+    return total - np.minimum(overlap_share * total, compute_s)

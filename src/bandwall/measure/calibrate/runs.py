@@ -201,6 +201,21 @@ def _expert_tp(row: dict[str, str], tp: int) -> int:
     return 1 if "megatron-bridge" in _cell(row, "source").lower() else tp
 
 
+#: How sources state an expert all-to-all overlap (lower case).
+EP_OVERLAP_WORDS = (
+    "dualpipe",
+    "overlap_moe_expert_parallel_comm",
+    "overlap-moe-expert-parallel-comm",
+    "moe_a2a_overlap",
+    "ep comm overlap",
+)
+
+
+def _states_ep_overlap(row: dict[str, str]) -> bool:
+    text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
+    return any(word in text for word in EP_OVERLAP_WORDS)
+
+
 def request_for_run(row: dict[str, str]) -> PlanRequest:
     """The plan request that reproduces one published run (layout fixed as published)."""
     stack, zero = request_stack(_cell(row, "stack"))
@@ -238,9 +253,11 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "flash_attention": flash,
         "attention_kernel": _attention_kernel(row),
         "stack": stack,
-        # DeepSeek's DualPipe overlaps the expert all-to-alls with compute ("near-zero
-        # all-to-all overhead", DeepSeek-V3 report §3.2.1): the source states the overlap
-        "ep_overlap": 1.0 if "dualpipe" in _cell(row, "notes").lower() else None,
+        # DeepSeek's DualPipe ("near-zero all-to-all overhead", DeepSeek-V3 report §3.2.1) and
+        # Megatron-Core's batch-level EP overlap (--overlap-moe-expert-parallel-comm, MCore
+        # v0.14; Megatron-Bridge's moe_a2a_overlap) run one micro-batch's expert all-to-alls
+        # under another's compute: where the source states either, the request does
+        "ep_overlap": 1.0 if _states_ep_overlap(row) else None,
         "failures": False,
         # every row prices the same hour: cost plays no part in the step time
         "price_per_gpu_hour_usd": 1.0,
