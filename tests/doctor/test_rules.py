@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bandwall.measure.doctor.detectors import DETECTORS
+# from diagnosis, which imports every module that registers a detector (training's model_gap)
+from bandwall.measure.doctor.diagnosis import DETECTORS
 from bandwall.measure.doctor.docs import doctor_markdown
 from bandwall.measure.doctor.rules import BY_CODE, RULES, Mechanism, Severity
 
