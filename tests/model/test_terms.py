@@ -199,6 +199,12 @@ def test_parallel_volumes() -> None:
     # CP hides behind attention; EP all-to-alls are four per MoE layer
     assert float(parallel.cp_microbatch_s(4, 1.0, 1.0, 5.0)) == pytest.approx(3.0)
     assert float(parallel.ep_microbatch_s(2, 0.1, 0.25)) == pytest.approx(0.75 * 2 * 4 * 0.1)
+    # DeepEP/HybridEP: a token crosses to each other node holding one of its experts once.
+    # EP 64 over 8 nodes, top-8: 8 (1 - (7/8)^8) / 8 = 0.6564 of the all-to-all's copies; EP 16
+    # over 2 nodes: 2 (1 - 0.5^8) / 8 = 0.2490; within one node nothing changes
+    assert float(parallel.node_dispatch_share(64, 8, 8.0)) == pytest.approx(1 - 0.875**8)
+    assert float(parallel.node_dispatch_share(16, 8, 8.0)) == pytest.approx(2 * (1 - 0.5**8) / 8)
+    assert float(parallel.node_dispatch_share(8, 8, 8.0)) == 1.0
     # overlap hides at most the micro-batch's compute: 0.8 s of all-to-alls under 0.5 s
     assert float(parallel.ep_microbatch_s(2, 0.1, 1.0, 0.5)) == pytest.approx(0.3)
     assert float(parallel.ep_microbatch_s(2, 0.1, 1.0, 2.0)) == pytest.approx(0.0)

@@ -761,6 +761,10 @@ def _layer_comm(
     tp_layer = np.where(tp_on, tp_layer, 0.0)
     kv = parallel.cp_kv_bytes(d.mb, d.seq, float(w.kv_dim))
     a2a = parallel.ep_bytes(d.mb, d.seq, d.tp, d.cp, float(w.top_k), d.hidden)
+    if opt.moe_dispatcher == "deepep":
+        # the EP group's members on one node: G / etp of them (cl.group_topology), at most ep
+        per_node = np.minimum(np.maximum(cl.gpus_per_node / d.etp, 1.0), d.ep)
+        a2a = a2a * parallel.node_dispatch_share(d.ep, per_node, float(w.top_k))
     return LayerComm(
         tp_exposed_s=tp_layer,
         tp_hidden_s=np.where(tp_on, _tp_total_s(ar, ag, rs, opt, share) - tp_layer, 0.0),

@@ -84,6 +84,8 @@ class StepOptions:
     pp_comm_overlap: bool = True
     flash_attention: bool = True
     ep_overlap: float = 0.0
+    moe_dispatcher: str = "alltoall"
+    """alltoall, or deepep: a node-deduplicating dispatch (`parallel.node_dispatch_share`)."""
     bucket_MiB: float | None = None
     """None: the stack's default (`data_parallel.default_bucket_MiB`)."""
     gemm_efficiency: float | None = None

@@ -86,6 +86,19 @@ def ep_bytes(
     return micro_batch * seq_len / (cp * tp) * top_k * hidden * ACT_BYTES
 
 
+def node_dispatch_share(ep: Any, members_per_node: Any, top_k: float) -> Any:
+    """Share of an all-to-all dispatch's cross-node copies that a node-deduplicating dispatcher
+    sends (DeepEP, Megatron's HybridEP; DeepSeek-V3 report §3.2.2): a token goes once to each
+    other node holding one of its top_k experts and is forwarded there over NVLink, where an
+    all-to-all sends one copy per expert. With uniform routing over an EP group spanning n
+    nodes, a token reaches (n − 1)(1 − (1 − 1/n)^k) other nodes against k(n − 1)/n copies:
+    n(1 − (1 − 1/n)^k)/k. 1 within a node. (Applied to the whole message: the NVLink
+    forwarding it leaves out is the cheap part.)"""
+    n = np.maximum(np.asarray(ep, dtype=np.float64) / np.maximum(members_per_node, 1.0), 1.0)
+    share = n * (1.0 - (1.0 - 1.0 / n) ** top_k) / max(top_k, 1.0)
+    return np.where(n > 1.0, share, 1.0)
+
+
 def ep_microbatch_s(
     moe_layers_per_stage: Any, all_to_all_s: Any, overlap_share: float, compute_s: Any = np.inf
 ) -> Any:

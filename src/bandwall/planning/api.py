@@ -78,6 +78,7 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         pp_comm_overlap=req.pp_comm_overlap,
         flash_attention=req.flash_attention,
         ep_overlap=req.ep_overlap,
+        moe_dispatcher=req.moe_dispatcher,
         bucket_MiB=req.bucket_MiB,
         gemm_efficiency=compute_profile.gemm_efficiency(req),  # --profile NAME
         lora_rank=req.lora_rank,

@@ -425,6 +425,12 @@ class PlanRequest(DocumentedModel):
     """Keep the optimizer state in host memory and step it on the CPU (ZeRO-Offload)."""
     ep_overlap: float = Field(default=0.0, ge=0, le=1, json_schema_extra=_meta("strategy"))
     """Share of expert-parallel all-to-all hidden by compute."""
+    moe_dispatcher: Literal["alltoall", "deepep"] = Field(
+        default="alltoall", json_schema_extra=_meta("strategy")
+    )
+    """How tokens reach their experts: alltoall (one NCCL all-to-all, a copy per chosen expert)
+    or deepep (DeepEP / Megatron's HybridEP: one copy per destination node over the network,
+    forwarded to that node's experts over NVLink)."""
     bucket_MiB: float | None = Field(
         default=None, gt=0, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
     )

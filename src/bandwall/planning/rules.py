@@ -57,6 +57,7 @@ TRAINING_ONLY = (
     "lora_rank",
     "offload_optimizer",
     "ep_overlap",
+    "moe_dispatcher",
     "bucket_MiB",
     "straggler_mitigation",
     "gemm_efficiency",

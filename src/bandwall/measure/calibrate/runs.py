@@ -216,6 +216,16 @@ def _states_ep_overlap(row: dict[str, str]) -> bool:
     return any(word in text for word in EP_OVERLAP_WORDS)
 
 
+#: How sources state a node-deduplicating token dispatcher (lower case): DeepEP, Megatron's
+#: HybridEP, and the flex dispatcher that runs them (--moe-token-dispatcher-type flex).
+NODE_DISPATCH_WORDS = ("deepep", "hybridep", "flex dispatcher", "dispatcher-type flex")
+
+
+def _states_node_dispatch(row: dict[str, str]) -> bool:
+    text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
+    return any(word in text for word in NODE_DISPATCH_WORDS)
+
+
 def request_for_run(row: dict[str, str]) -> PlanRequest:
     """The plan request that reproduces one published run (layout fixed as published)."""
     stack, zero = request_stack(_cell(row, "stack"))
@@ -258,6 +268,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         # v0.14; Megatron-Bridge's moe_a2a_overlap) run one micro-batch's expert all-to-alls
         # under another's compute: where the source states either, the request does
         "ep_overlap": 1.0 if _states_ep_overlap(row) else None,
+        "moe_dispatcher": "deepep" if _states_node_dispatch(row) else "alltoall",
         "failures": False,
         # every row prices the same hour: cost plays no part in the step time
         "price_per_gpu_hour_usd": 1.0,
