@@ -211,19 +211,19 @@ EP_OVERLAP_WORDS = (
 )
 
 
-def _states_ep_overlap(row: dict[str, str]) -> bool:
-    text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
-    return any(word in text for word in EP_OVERLAP_WORDS)
-
-
 #: How sources state a node-deduplicating token dispatcher (lower case): DeepEP, Megatron's
 #: HybridEP, and the flex dispatcher that runs them (--moe-token-dispatcher-type flex).
 NODE_DISPATCH_WORDS = ("deepep", "hybridep", "flex dispatcher", "dispatcher-type flex")
 
 
-def _states_node_dispatch(row: dict[str, str]) -> bool:
+def _states(row: dict[str, str], words: tuple[str, ...]) -> bool:
+    """The row's notes, stack version or source name one of `words` (lower case)."""
     text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
-    return any(word in text for word in NODE_DISPATCH_WORDS)
+    return any(word in text for word in words)
+
+
+#: The GPU-hour price a validation row is priced at: cost plays no part in what it checks.
+NOMINAL_PRICE_USD = 1.0
 
 
 def request_for_run(row: dict[str, str]) -> PlanRequest:
@@ -267,11 +267,11 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         # Megatron-Core's batch-level EP overlap (--overlap-moe-expert-parallel-comm, MCore
         # v0.14; Megatron-Bridge's moe_a2a_overlap) run one micro-batch's expert all-to-alls
         # under another's compute: where the source states either, the request does
-        "ep_overlap": 1.0 if _states_ep_overlap(row) else None,
-        "moe_dispatcher": "deepep" if _states_node_dispatch(row) else "alltoall",
+        "ep_overlap": 1.0 if _states(row, EP_OVERLAP_WORDS) else None,
+        "moe_dispatcher": "deepep" if _states(row, NODE_DISPATCH_WORDS) else "alltoall",
         "failures": False,
         # every row prices the same hour: cost plays no part in the step time
-        "price_per_gpu_hour_usd": 1.0,
+        "price_per_gpu_hour_usd": NOMINAL_PRICE_USD,
     }
     if tp == 1 or fields["sequence_parallel"] is False:
         fields["sequence_parallel"] = tp > 1 and fields["sequence_parallel"] is not False

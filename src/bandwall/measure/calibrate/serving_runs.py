@@ -24,6 +24,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from bandwall.measure.calibrate.runs import NOMINAL_PRICE_USD
 from bandwall.model.serving import ServingCalibration
 from bandwall.planning.request import InferRequest, make_infer_request
 
@@ -135,10 +136,6 @@ def infer_request(row: dict[str, Any]) -> InferRequest:
     # for (MI300X at 'ai-factory') is priced at a nominal 1 USD/GPU-h instead of refused
     fields.setdefault("price_per_gpu_hour_usd", NOMINAL_PRICE_USD)
     return make_infer_request(**fields)
-
-
-#: The GPU-hour price a validation row is priced at (cost is not what it checks).
-NOMINAL_PRICE_USD = 1.0
 
 
 @dataclass(frozen=True)

@@ -481,8 +481,9 @@ def _nccl_older_than_gpu(job: Job) -> Hit | None:
     built = job.all("tests_nccl")
     gpus = [(*row, ln) for name, ln in job.all("device_names") if (row := _arch_of(name))]
     gpu = gpus[0] if gpus else None
-    if gpu and releases:
-        (have, vline), (arch, need, gline) = min(releases), gpu
+    oldest = min(releases) if releases else None
+    if gpu and oldest:
+        (have, vline), (arch, need, gline) = oldest, gpu
         if have < need:
             return Hit(
                 "gpu_arch_missing",
@@ -515,8 +516,8 @@ def _nccl_older_than_gpu(job: Job) -> Hit | None:
             )
     reverse = [ln for a, b, ln in job.all("reverse_path") if a == b == _TOPO_GPU]
     new_gpu = gpu is None or gpu[1] >= NVLINK_SM90_NCCL
-    if reverse and releases and min(r for r, _ in releases) < NVLINK_SM90_NCCL and new_gpu:
-        have, vline = min(releases)
+    if reverse and oldest and oldest[0] < NVLINK_SM90_NCCL and new_gpu:
+        have, vline = oldest
         return Hit(
             "gpu_arch_missing",
             first([*reverse, vline]),

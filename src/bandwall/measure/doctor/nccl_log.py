@@ -24,6 +24,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from bandwall.measure.doctor.evidence import Line
@@ -362,14 +364,8 @@ class NcclLog:
         prints the header (src/common.cu, `PRINT` is `if (is_main_thread) printf`); without
         it every process is rank 0 of its own run and prints one. Runs one after the other
         print results between their headers."""
-        best: list[Line] = []
-        group: list[Line] = []
-        before = -1
-        for line, done in self.test_runs:
-            group = [*group, line] if done == before else [line]
-            before = done
-            if len(group) > len(best):
-                best = group
+        groups = [[ln for ln, _ in g] for _, g in groupby(self.test_runs, key=itemgetter(1))]
+        best = max(groups, key=len, default=[])
         return best if len(best) > 1 else []
 
     @property
