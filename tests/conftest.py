@@ -6,8 +6,8 @@ Two session rules (issue 24):
   instead, with its reason: a missing browser or shared/ folder must turn CI red, not pass
   unseen. Only the skips CI's machine cannot avoid (no GPU) are let through.
 - **Nothing left in the temp dir.** The session gets its own temporary folder (TMPDIR, so
-  subprocesses and spawned ranks use it too); at the end anything in it other than pytest's
-  own tmp_path folders is a leftover, named, and the session fails.
+  subprocesses, spawned ranks and xdist workers use it too); at the end anything in it other
+  than pytest's own tmp_path folders is a leftover, named, and the session fails.
 """
 
 from __future__ import annotations
@@ -34,9 +34,15 @@ IN_CI = os.environ.get("BANDWALL_CI") == "1"
 #: Skip reasons CI accepts: what no machine of this project's CI has (a GPU).
 CI_ALLOWED_SKIPS = ("needs CUDA", "a GPU is here")
 
-SESSION_TMP = Path(tempfile.mkdtemp(prefix="bandwall-tests-"))
-os.environ["TMPDIR"] = str(SESSION_TMP)
-tempfile.tempdir = str(SESSION_TMP)
+#: pytest-xdist workers (the README's `-n 2`) share the controller's folder, which they inherit
+#: as TMPDIR: the controller checks it once, after every worker has finished.
+XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
+if XDIST_WORKER:
+    SESSION_TMP = Path(tempfile.gettempdir())
+else:
+    SESSION_TMP = Path(tempfile.mkdtemp(prefix="bandwall-tests-"))
+    os.environ["TMPDIR"] = str(SESSION_TMP)
+    tempfile.tempdir = str(SESSION_TMP)
 
 
 def _ci_forbids(reason: str) -> bool:
@@ -71,6 +77,8 @@ def leftovers(folder: Path) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if XDIST_WORKER:
+        return
     left = leftovers(SESSION_TMP) if SESSION_TMP.is_dir() else []
     if left:
         session.config.get_terminal_writer().line(
