@@ -668,7 +668,12 @@ def values() -> dict[str, str]:
     be = be_data()
     v["be_sync_hyper"] = rate_range([r["co1"][0] for r in be.values()])
     v["be_sync_factory"] = rate_range([r["co1"][1] for r in be.values()])
-    v["be_sync_never"] = ", ".join(j for j, r in be.items() if r["co1"][0] is None) or "none"
+    never = [j for j, r in be.items() if r["co1"][0] is None]
+    v["be_sync_never"] = (
+        f"; never for: {', '.join(never)} (a few ms of compute per step: latency-bound)"
+        if never
+        else ""
+    )
     v["be_dl_hyper"] = rate_range([r["co100"][0] for r in be.values()])
     v["be_dl_factory"] = rate_range([r["co100"][1] for r in be.values()])
     v["be_geo"] = "; ".join(
