@@ -11,26 +11,15 @@ with the numbers, so a reader sees what the comparison rests on and what to pass
 from __future__ import annotations
 
 import math
-import re
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from bandwall.errors import ConfigError
 
-#: Catalog GPU for a device name as nccl-tests and torch print it (most specific first).
-GPU_NAMES = (
-    (r"GB300", "GB300"),
-    (r"GB200", "GB200"),
-    (r"B300", "B300"),
-    (r"B200", "B200"),
-    (r"H200", "H200"),
-    (r"H100|H800", "H100-SXM"),
-    (r"A100|A800", "A100-SXM-80GB"),
-    (r"L40S", "L40S"),
-    (r"4090", "RTX-4090"),
-    (r"MI300X", "MI300X"),
-)
+# One device-name table for doctor: the job view and the busbw comparison read names alike.
+from bandwall.measure.doctor.job import gpu_from_name
+
 #: Scale-out fabric assumed for a transport seen in a log when --fabric is not given, with the
 #: NIC speed NCCL printed (GB/s per NIC) when known.
 FABRIC_BY_TRANSPORT: dict[str, tuple[tuple[float, str], ...]] = {
@@ -42,16 +31,6 @@ FABRIC_BY_TRANSPORT: dict[str, tuple[tuple[float, str], ...]] = {
 DEFAULT_FABRIC = {"IB": "ib-ndr", "RoCE": "roce-400", "EFA": "efa-p5", "Socket": "eth-25g-tcp"}
 #: Sizes below this are latency-bound; busbw is compared on the largest sizes at or above it.
 MIN_COMPARE_BYTES = 64 << 20
-
-
-def gpu_from_name(name: str | None) -> str | None:
-    """'NVIDIA H100 80GB HBM3' -> 'H100-SXM'; None for GPUs the catalog lacks."""
-    if not name:
-        return None
-    for pattern, key in GPU_NAMES:
-        if re.search(pattern, name, re.IGNORECASE):
-            return key
-    return None
 
 
 @dataclass

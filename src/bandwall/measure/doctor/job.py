@@ -20,6 +20,9 @@ GPU_NAMES = (
     (r"B300", "B300"),
     (r"B200", "B200"),
     (r"H200", "H200"),
+    # H20 stands in as H100-SXM: the same NVLink 4 (900 GB/s) and NICs, so right for busbw and
+    # NCCL-version checks, which is all doctor reads a name for; not for step time, since it
+    # has about 1/6.7 of the compute (148 vs 989 dense bf16 TFLOPS, NVIDIA H20 datasheet).
     (r"H100|H800|H20\b", "H100-SXM"),
     (r"A100|A800", "A100-SXM-80GB"),
     (r"L40S", "L40S"),
