@@ -1430,6 +1430,11 @@ PATTERNS: tuple[Pattern, ...] = (
     # never completed the handshake (its help text: security groups, subnets, a peer gone) ...
     Pattern("Unreachable remote", _h_efa("unreachable")),
     Pattern("handshake failed", _h_efa("unreachable"), _c(r"Unresponsive receiver \(reachable")),
+    # aws-ofi-nccl cannot add the peer's endpoint to its address vector (fi_av_insert fails
+    # in connect/accept, src/nccl_ofi_rdma.cpp and nccl_ofi_sendrecv.cpp): the EFA provider
+    # cannot create an address handle for that peer, as when the security group does not
+    # let EFA traffic to and from itself (aws/aws-ofi-nccl#663)
+    Pattern("insert remote address into address vector", _h_efa("unreachable")),
     # ... and peers that answered before and stopped (a failing peer or its process gone)
     Pattern("previously", _h_efa("unresponsive"), _c(r"Unresponsive (?:remote|receiver) \(")),
     Pattern("Failure to post internal receive buffers", _h_create_cq),  # EFA's ENOMEM
