@@ -34,12 +34,22 @@ IN_CI = os.environ.get("BANDWALL_CI") == "1"
 #: Skip reasons CI accepts: what no machine of this project's CI has (a GPU).
 CI_ALLOWED_SKIPS = ("needs CUDA", "a GPU is here")
 
-#: pytest-xdist workers (the README's `-n 2`) share the controller's folder, which they inherit
-#: as TMPDIR: the controller checks it once, after every worker has finished.
-XDIST_WORKER = "PYTEST_XDIST_WORKER" in os.environ
-if XDIST_WORKER:
-    SESSION_TMP = Path(tempfile.gettempdir())
-else:
+#: The session's temp folder, made in `pytest_configure`. pytest-xdist workers (the README's
+#: `-n 2`) share the controller's, which they inherit as TMPDIR: the controller checks it once,
+#: after every worker has finished.
+SESSION_TMP = Path(tempfile.gettempdir())
+
+
+def _xdist_worker(config: pytest.Config) -> bool:
+    """An xdist worker itself (xdist gives it `workerinput`), not a pytest run started under
+    one, which inherits the worker's PYTEST_XDIST_* variables but is a session of its own."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global SESSION_TMP
+    if _xdist_worker(config):
+        return
     SESSION_TMP = Path(tempfile.mkdtemp(prefix="bandwall-tests-"))
     os.environ["TMPDIR"] = str(SESSION_TMP)
     tempfile.tempdir = str(SESSION_TMP)
@@ -77,7 +87,7 @@ def leftovers(folder: Path) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if XDIST_WORKER:
+    if _xdist_worker(session.config):
         return
     left = leftovers(SESSION_TMP) if SESSION_TMP.is_dir() else []
     if left:

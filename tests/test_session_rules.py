@@ -22,10 +22,6 @@ def _run(
     tmp = pytester.mkdir("tmp")
     monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.delenv("BANDWALL_CI", raising=False)
-    # this test may itself run in an xdist worker: its variables would make the inner
-    # controller take itself for a worker and skip the check
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
     return pytester.runpytest_subprocess("-n", "2", "-p", "xdist", "-q"), tmp
 
 
