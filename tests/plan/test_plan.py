@@ -395,3 +395,25 @@ def test_auto_recompute_fits_the_whole_gpu_not_just_the_kept_activations() -> No
     m = p.metrics
     assert p.layout["cp"] == 1 and m["step_time_s"] < 20
     assert 0 < m["recompute_share"] < 0.1 and m["memory_bytes"] <= m["memory_capacity_bytes"]
+
+
+def test_default_batch_grows_with_the_gpu_count_above_4096() -> None:
+    """4 Mi tokens up to 4,096 GPUs, then 1 Ki tokens per GPU: Llama 3 405B's 16 Mi tokens on
+    16,384 H100 (Llama 3 paper Table 4), the fewest per GPU of any published run of >= 2,048
+    GPUs in published_runs.csv. A swept count gets its own default; a given batch is kept."""
+    from bandwall.measure.calibrate.runs import load_runs
+    from bandwall.planning.api import DEFAULT_BATCH_TOKENS_PER_GPU, default_global_batch
+
+    big = [r for r in load_runs() if r["global_batch"] and int(r["gpus"]) >= 2048]
+    fewest = min(int(r["global_batch"]) * int(r["seq_len"]) / int(r["gpus"]) for r in big)
+    assert fewest == DEFAULT_BATCH_TOKENS_PER_GPU
+    w = get_workload("llama3-8b")  # 8,192-token sequences
+    assert default_global_batch(w, 1024) == 512 == default_global_batch(w, 4096)
+    assert default_global_batch(w, 16384) == 2048
+    assert list(default_global_batch(w, np.array([8, 8192, 16384]))) == [512, 1024, 2048]
+    assert default_global_batch(get_workload("resnet50"), 16384) == 1024  # CNNs stay fixed
+    rows = sweep(make_request(model="llama3-8b", gpus=1024), {"gpus": [1024, 16384]})
+    assert [int(b) for b in rows["global_batch"]] == [512, 2048]
+    p = plan(model="llama3-8b", gpus=16384, tp=8, pp=1, cp=1, micro_batch=1)
+    assert p.metrics["global_batch"] == 2048  # one sequence per data-parallel rank
+    assert plan(model="llama3-8b", gpus=16384, global_batch=4096).metrics["global_batch"] == 4096

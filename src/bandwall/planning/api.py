@@ -40,6 +40,12 @@ from bandwall.workloads import Transformer, Workload
 MEMORY_TOLERANCE = 0.30
 #: Default global batch for transformers: 4 Mi tokens per step, a common large-run setting.
 DEFAULT_BATCH_TOKENS = 2**22
+#: ... and never fewer tokens per GPU than this, so the default grows with the count above
+#: 4,096 GPUs: no published run of >= 2,048 GPUs in published_runs.csv gives a GPU fewer
+#: (1,024: Llama 3 405B on 16,384 H100 with 16 Mi tokens, Llama 3 paper Table 4, and
+#: Nemotron-4 340B on 2,048; the median there is 2,048). A fixed 4 Mi tokens leaves 256 per
+#: GPU at 16,384 GPUs, a batch nobody trains at, and a plan priced on it is all communication.
+DEFAULT_BATCH_TOKENS_PER_GPU = 1024
 #: Default CNN global batch: fixed whatever the GPU count, as a real run's hyperparameters are
 #: (Goyal et al. 2017 train ResNet-50 at 256-8,192 images; 1,024 = 64 per GPU on 16 GPUs).
 DEFAULT_CNN_BATCH = 1024
@@ -58,10 +64,13 @@ _COUNT_COLUMNS = COUNT_FIELDS | {
 }
 
 
-def default_global_batch(w: Workload) -> int:
-    """4 Mi tokens for transformers; 1,024 images for CNNs — never scaled with GPU count."""
+def default_global_batch(w: Workload, gpus: Any = 1) -> Any:
+    """Transformers: 4 Mi tokens, or 1 Ki tokens per GPU where that is more (`gpus` may be an
+    array: a swept count gets its own default); CNNs: 1,024 images whatever the count."""
     if isinstance(w, Transformer):
-        return max(1, DEFAULT_BATCH_TOKENS // w.seq_len)
+        tokens = np.maximum(DEFAULT_BATCH_TOKENS, DEFAULT_BATCH_TOKENS_PER_GPU * np.asarray(gpus))
+        out = np.maximum(tokens // w.seq_len, 1)
+        return int(out) if out.ndim == 0 else out.astype(np.float64)
     return DEFAULT_CNN_BATCH
 
 
@@ -289,7 +298,7 @@ def evaluate_points(
     sizes = [len(axes[k]) for k in names]
     probe = resolve_cluster(req)
     lay, searched, n_cand = _layout_grid(req, w, probe.gpus_per_node, axes, ndim)
-    gb = req.global_batch or default_global_batch(w)
+    gb = req.global_batch or default_global_batch(w, probe.num_gpus)
     opts = step_options(req, gb)
     # chunk along the first axis so the full broadcast never exceeds CHUNK_ROWS elements
     per_first = math.prod(sizes[1:]) * n_cand
@@ -312,6 +321,9 @@ def evaluate_points(
             if k in CLUSTER_VECTOR_FIELDS
         }
         cl = resolve_cluster(req, cvec) if cvec else probe
+        if req.global_batch is None and "gpus" in cvec:  # each count its own default batch
+            gb = default_global_batch(w, cl.num_gpus)
+            opts = step_options(req, gb)
         part_lay = LayoutArrays(**{a: cut(getattr(lay, a)) for a in LAYOUT_AXES})
         m = evaluate(w, cl, part_lay, opts)
         shape = ((stop - start) if names else 1, *sizes[1:], n_cand)
@@ -667,12 +679,12 @@ def _batch_works(req: PlanRequest, w: Workload, gpn: int, gpus: int, target: int
 def _gpu_count_error(req: PlanRequest, w: Workload, gpn: int, batch: int) -> LayoutError:
     """No layout of this GPU count keeps the default batch: name --gpus and the nearest
     counts that work (the user set no batch, so the batch is not the thing to blame)."""
-    target = default_global_batch(w)
+    target = default_global_batch(w, req.gpus)
     near = [
         n
         for k in range(1, 4097)
         for n in (req.gpus - k, req.gpus + k)
-        if n >= 1 and _batch_works(req, w, gpn, n, target)
+        if n >= 1 and _batch_works(req, w, gpn, n, default_global_batch(w, n))
     ][:2]
     hint = " or ".join(f"{n:,}" for n in sorted(near)) if near else "a power of two"
     return LayoutError(
@@ -696,7 +708,7 @@ def plan(req: PlanRequest) -> Plan:
         layout = {a: int(row[a]) for a in LAYOUT_FIELDS}
         error = explain(int(row["rule"]), w, cl, layout, gb)
         if error.field == "global_batch" and req.global_batch is None:
-            target = default_global_batch(w)
+            target = default_global_batch(w, req.gpus)
             if req.micro_batch is not None and _batch_works(
                 req, w, cl.gpus_per_node, req.gpus, target
             ):

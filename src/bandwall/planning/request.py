@@ -453,7 +453,8 @@ class PlanRequest(DocumentedModel):
     global_batch: int | None = Field(
         default=None, ge=1, le=1 << 40, json_schema_extra=_meta("budget")
     )
-    """Global batch in sequences (or images) per step (default: 4 Mi tokens; 1,024 images)."""
+    """Global batch in sequences (or images) per step (default: 4 Mi tokens, 1 Ki per GPU above
+    4,096 GPUs; 1,024 images)."""
     eval_interval_steps: int | None = Field(
         default=None, ge=1, le=1 << 40, json_schema_extra=_meta("budget")
     )

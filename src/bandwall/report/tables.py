@@ -187,7 +187,7 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     if "global_batch" not in given:
         from bandwall.planning.api import default_global_batch
 
-        target = default_global_batch(w)
+        target = default_global_batch(w, req.gpus)
         if gb != target:  # the engine rounds it so every data-parallel rank gets whole shares
             gb_src = f"the default {target:,}, rounded to split evenly over dp={int(m['dp']):,}"
     if isinstance(w, Transformer):
