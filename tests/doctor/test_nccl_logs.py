@@ -246,6 +246,30 @@ def test_a_link_local_roce_gid_outranks_a_flaky_link(tmp_path: Path) -> None:
     assert "roce_gid" not in _first_codes(tmp_path, [ib, qp, _ERR12])
 
 
+def test_a_failed_proxy_connect_on_roce_points_at_the_gid(tmp_path: Path) -> None:
+    """The proxy's Connect failing with a system error and no verbs call named, on a host
+    whose pasted `show_gids` lists RoCE GIDs: NCCL types each GID from sysfs while it
+    connects, which fails in containers without gid_attrs (NVIDIA/nccl#1538, #1573). Without
+    any RoCE evidence the same lines name no GID problem."""
+    connect = [
+        "w-0:5665:5801 [2] proxy.cc:1487 NCCL WARN [Service thread] Error encountered "
+        "progressing operation=Connect, res=3, closing connection",
+        "w-0:5665:5801 [2] proxy.cc:1521 NCCL WARN [Proxy Service 2] Failed to execute "
+        "operation Connect from rank 2, retcode 3",
+    ]
+    gids = [
+        "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV",
+        "mlx5_0\t1\t3\t0000:0000:0000:0000:0000:ffff:0a9c:8184\t10.156.129.132  \tv2\tnet1",
+    ]
+    log = parse_nccl_log(connect + gids, "s")
+    assert len(log.proxy_connect_failed) == 2 and len(log.roce_gid_rows) == 1
+    assert _first_codes(tmp_path, connect + gids)[0] == "roce_gid"
+    assert _first_codes(tmp_path, [_ROCE_USING, *connect])[0] == "roce_gid"
+    assert "roce_gid" not in _first_codes(tmp_path, connect)
+    ib = _ROCE_USING.replace("/RoCE", "/IB")
+    assert "roce_gid" not in _first_codes(tmp_path, [ib, *connect])
+
+
 def test_modify_qp_no_such_device_is_the_hca_port(tmp_path: Path) -> None:
     """ENODEV moving a QP to RTR: the port/GID NCCL picked has no interface up behind it
     (NCCL's warning 'Call to ibv_modify_qp failed with %d %s, on dev %s:%d, ...')."""

@@ -1616,6 +1616,21 @@ def _roce_gid(job: Job) -> list[Hit]:
         ]
     hw_links = {d.link for log in job.logs for d, _ in log.ib_devices.values()}
     roce_or_unknown = not hw_links or "RoCE" in hw_links
+    connect, gid_rows = _lines(job, "proxy_connect_failed"), _lines(job, "roce_gid_rows")
+    if connect and (gid_rows or "RoCE" in hw_links) and not job.all("modify_qp"):
+        return [
+            Hit(
+                "roce_gid",
+                first(connect, 2) + first(gid_rows, 1),
+                "a network connection failed while the proxy set it up, on RoCE, with no "
+                "verbs call named: NCCL picks and types each GID while it connects (reading "
+                "gid_attrs from sysfs, which some containers do not expose) and a GID it "
+                "cannot type or route fails there",
+                POSSIBLE,
+                missing="the WARN lines before it (NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET) "
+                "and `show_gids` inside the container",
+            )
+        ]
     gid_set, _ = _env(job, "NCCL_IB_GID_INDEX")
     qp = _modify_qp(job, "ETIMEDOUT", "ENODEV")
     timeouts = _completion_lines(job, {12})

@@ -223,6 +223,11 @@ class NcclLog:
     (prov/efa/src/efa_errno.h), as its own help text groups them (efa_strerror.c)."""
     gid_query_failed: list[Line] = field(default_factory=list)
     """NET/IB could not read a RoCE GID's type from sysfs (ncclIbRoceGetVersionNum)."""
+    proxy_connect_failed: list[Line] = field(default_factory=list)
+    """The proxy thread's Connect of a network connection failed (proxy.cc: 'Failed to
+    execute operation Connect', 'Error encountered progressing operation=Connect')."""
+    roce_gid_rows: list[Line] = field(default_factory=list)
+    """Rows of a pasted `show_gids` table that list RoCE v1/v2 GIDs: the host is RoCE."""
     nccl_symbol_missing: list[Line] = field(default_factory=list)
     """'undefined symbol: nccl...': the loaded libnccl is older than what linked against it."""
     ib_devices: dict[str, tuple[IbDevice, Line]] = field(default_factory=dict)
@@ -881,6 +886,14 @@ def _h_gid_query(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.gid_query_failed, s.line)
 
 
+def _h_proxy_connect(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.proxy_connect_failed, s.line)
+
+
+def _h_gid_row(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.roce_gid_rows, s.line)
+
+
 def _h_nccl_symbol(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     _once(p.log.nccl_symbol_missing, s.line)
 
@@ -1426,6 +1439,20 @@ PATTERNS: tuple[Pattern, ...] = (
     # RoCE: the GID type is read from /sys/class/infiniband/<dev>/ports/<p>/gid_attrs
     # (net_ib/connect.cc), unreadable in some containers
     Pattern("ncclIbRoceGetVersionNum", _h_gid_query),
+    # the proxy thread setting up a network connection (src/proxy.cc) and failing: for NET/IB
+    # that is QP creation, GID selection and the RTR/RTS transitions (net_ib/connect.cc)
+    Pattern(
+        "operation",
+        _h_proxy_connect,
+        _c(r"Failed to execute operation Connect\b|progressing operation=Connect\b"),
+        marked_only=True,
+    ),
+    # a row of Mellanox's `show_gids` table (DEV PORT INDEX GID IPv4 VER DEV): a RoCE GID
+    Pattern(
+        "0000:",
+        _h_gid_row,
+        _c(r"^\s*[a-z][a-z0-9]*_?\d+\s+\d+\s+\d+\s+[0-9a-f]{4}(?::[0-9a-f]{4}){7}\s.*\bv[12]\b"),
+    ),
     # libfabric's EFA provider (prov/efa/src/efa_errno.h): peers it never reached or that
     # never completed the handshake (its help text: security groups, subnets, a peer gone) ...
     Pattern("Unreachable remote", _h_efa("unreachable")),
