@@ -170,6 +170,20 @@ def test_tree_correction_steps_and_interpolation() -> None:
         assert np.all(np.diff(charged) > 0)
 
 
+def test_tree_correction_knots_by_arithmetic_equal_np_interp() -> None:
+    """The smooth correction finds its interval by arithmetic (knots one apart from
+    log2(size/64) = -0.5) instead of np.interp's search: the same values bit for bit, at
+    random sizes, at knots, at both ends, at 0, inf and NaN, for every table."""
+    rng = np.random.default_rng(20261206)
+    knots = 64.0 * 2.0 ** (np.arange(-2, 27) + 0.5)
+    edges = [0.0, 1.0, 45.25, 64.0, 2.0**29, 2.0**40, 1e300, np.inf, np.nan]
+    sizes = np.concatenate([np.exp(rng.uniform(-5.0, 35.0, 50_000)), knots, edges])
+    position = nccl.tree_position(sizes)
+    for (proto, entries), (x, y) in nccl._KNOTS.items():
+        fast = nccl.tree_correction_smooth_knots(nccl.tree_knot(position, entries), proto, entries)
+        np.testing.assert_array_equal(fast, np.interp(position, x, y))
+
+
 def test_nccl_runs_fewer_channels_below_one_chunk_each() -> None:
     """enqueue.cc:2093: channels drop while nBytes < nc × nt × threadThreshold. Ring/LL on 8
     GPUs: threshold 8 × 8 ranks, 512 threads → 32 KiB per channel, 24 channels: a 32 KiB

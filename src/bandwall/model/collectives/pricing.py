@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +61,9 @@ class SizeTerms:
     def __init__(self, size: FloatArray) -> None:
         self.size = size
         self._log2: FloatArray | None = None
+        self._position: FloatArray | None = None
+        self._bucket: FloatArray | None = None
+        self._knots: dict[int, tuple[npt.NDArray[np.intp], FloatArray]] = {}
         self._smooth: dict[tuple[int, int], FloatArray] = {}
         self._steps: dict[tuple[int, int], FloatArray] = {}
 
@@ -73,13 +77,21 @@ class SizeTerms:
     def smooth(self, proto: int, entries: int) -> FloatArray:
         key = (proto, entries)
         if key not in self._smooth:
-            self._smooth[key] = nccl.tree_correction_smooth(self.size, proto, entries)
+            if entries not in self._knots:  # one log2 and knot search for every protocol
+                if self._position is None:
+                    self._position = nccl.tree_position(self.size)
+                self._knots[entries] = nccl.tree_knot(self._position, entries)
+            self._smooth[key] = nccl.tree_correction_smooth_knots(
+                self._knots[entries], proto, entries
+            )
         return self._smooth[key]
 
     def steps(self, proto: int, entries: int) -> FloatArray:
         key = (proto, entries)
         if key not in self._steps:
-            self._steps[key] = nccl.tree_correction_steps(self.size, proto, entries)
+            if self._bucket is None:
+                self._bucket = nccl.tree_bucket(self.size)
+            self._steps[key] = nccl.tree_correction_steps_at(self._bucket, proto, entries)
         return self._steps[key]
 
 
@@ -166,7 +178,8 @@ def run(
     shape = np.broadcast_shapes(size.shape, ctx_shape)
     size = dedupe.squeeze(size, shape)
     terms = SizeTerms(size)
-    expanded = [o.expand(index) for o in opts]
+    memo: dict[int, Any] = {}
+    expanded = [o.expand(index, memo, want_names) for o in opts]
     best = np.full(shape, np.inf)
     tuner_best, tuned, untuned, price, tmp, guess, better = _buffers(shape)
     for buf in (tuner_best, tuned, untuned):
