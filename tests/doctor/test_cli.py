@@ -81,6 +81,21 @@ def test_text_fits_80_columns_in_a_pipe() -> None:
     assert "1. [critical]" in res.stdout and "transport (" in res.stdout
 
 
+def test_quoted_tabs_are_expanded_so_the_width_holds() -> None:
+    """A pasted `show_gids` table is tab-separated: a terminal shows each tab as up to 8
+    columns, so the quote is folded on the expanded line (nccl#1538's excerpt)."""
+    gids = CORPUS / "nccl1538-k8s-roce-version-sysfs-segfault.log"
+    res = subprocess.run(
+        [sys.executable, "-m", "bandwall", "doctor", str(gids)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        check=False,
+    )
+    assert res.returncode == 1 and "mlx5_0" in res.stdout, res.stderr
+    assert max(len(line.expandtabs()) for line in res.stdout.splitlines()) <= 80
+
+
 def test_json_schema_is_stable(tmp_path: Path) -> None:
     code, out, _ = run(str(LOGS), "--json")
     data = json.loads(out)

@@ -41,7 +41,10 @@ def _short(name: str, most: int) -> str:
 
 def _quote(prefix: str, text: str, width: int, max_lines: int = 3) -> list[str]:
     """A quoted line, folded at `width` (continuation lines indented), at most `max_lines`;
-    what is cut is marked with '...'. Each piece is a substring of the input line."""
+    what is cut is marked with '...'. Each piece is a substring of the input line with its
+    tabs expanded (a pasted `show_gids` table): a terminal shows a tab as up to 8 columns, so
+    the width is only right once they are spaces."""
+    text = text.expandtabs()
     pad = " " * len(prefix) if len(prefix) < width // 2 else "     "
 
     def cut(s: str, room: int) -> int:
