@@ -43,7 +43,7 @@ def test_exit_status_clean_findings_and_bad_input(tmp_path: Path) -> None:
     assert run(GDR, "--fail-on", "never")[0] == 0
     assert run(GDR, "--fail-on", "medium")[0] == 1
     code, _, err = run(str(tmp_path / "missing.log"))
-    assert code == 2 and err.startswith("error: --paths:") and err.count("\n") == 1
+    assert code == 2 and err.startswith("error: PATHS:") and err.count("\n") == 1
     code, _, err = run(GDR, "--fail-on", "sometimes")
     assert code == 2 and "invalid choice" in err
 
@@ -64,6 +64,83 @@ def test_input_it_cannot_read_is_bad_input_not_a_clean_run(tmp_path: Path) -> No
         assert "nothing in" in err and "was understood" in err
     code, _, err = run("")
     assert code == 2 and "an empty path" in err and err.count("\n") == 1
+
+
+def test_an_empty_or_cut_short_trace_is_no_evidence(tmp_path: Path) -> None:
+    """A profiler trace with no usable event (cut short before its first one, an empty event
+    list, a folder holding only such a file) is exit 2 with the one 'nothing understood' line,
+    not 'no finding' and exit 0 (an audit found all of these passing as clean); beside real
+    evidence it is a note on that file and the run goes on."""
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"traceEvents": [')
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"traceEvents": []}')
+    meta_only = tmp_path / "meta.json"
+    meta_only.write_text(
+        json.dumps({"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1, "args": {}}]})
+    )
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank0.json").write_text('{"traceEvents": [')
+    for args in (
+        [str(cut)],
+        [str(empty)],
+        [str(meta_only)],
+        [str(empty), "--json"],
+        [str(folder)],
+        [str(cut), str(empty), "--fail-on", "never"],
+        [str(cut), "--model", "llama3-8b", "--gpus", "8"],  # the full CLI
+    ):
+        code, out, err = run(*args)
+        assert code == 2 and out == "" and err.count("\n") == 1, (args, out, err)
+        assert err.startswith("error: PATHS: nothing in") and "was understood" in err, err
+    code, out, err = run(GDR, str(cut))
+    assert code == 1 and "[high] GPUDirect RDMA is off" in out
+    assert "1 nccl-log" in out and "trace" not in out.splitlines()[0]
+    flat = " ".join(err.split())
+    assert "cut.json: not understood: a profiler trace with no usable event" in flat, err
+    data = json.loads(run(GDR, str(cut), "--json")[1])
+    assert data["trace"] is None
+    (item,) = (i for i in data["inputs"] if i["path"] == str(cut))
+    assert item["kinds"] == [] and "no usable event" in item["notes"][0]
+
+
+def test_op_is_checked_against_the_collectives() -> None:
+    """`--op nope` is bad input (exit 2, one line naming --op and every collective), on the
+    fast path and the full CLI alike; a spelling the model reads (`All-Reduce`) is taken."""
+    ops = (
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "all_to_all",
+        "send_recv",
+    )
+    for extra in ([], ["--gpu", "H100-SXM"], ["--json"]):
+        code, out, err = run(GDR, "--op", "nope", *extra)
+        assert code == 2 and out == "" and err.count("\n") == 1, (extra, err)
+        assert err.startswith("error: --op: unknown value 'nope'; choose one of:"), err
+        assert all(op in err for op in ops), err
+    assert run(GDR, "--op", "")[0] == 2
+    code, out, _ = run(GDR, "--op", "All-Reduce")
+    assert code == 1 and "GPUDirect RDMA is off" in out
+    code, help_text, _ = run("--help")
+    flat = " ".join(help_text.split())
+    assert code == 0 and all(op in flat for op in ops)
+    assert "severe. (default: high)" in flat
+
+
+def test_errors_name_the_inputs_as_the_help_does(tmp_path: Path) -> None:
+    """The positional inputs are PATHS in the help: errors about them say `PATHS:`, never an
+    option `--paths` that does not exist, on the fast path and the full CLI alike."""
+    missing = str(tmp_path / "missing.log")
+    for args in ([missing], [missing, "--gpu", "H100-SXM"], [""], [GDR, ""]):
+        code, out, err = run(*args)
+        assert code == 2 and out == "" and err.count("\n") == 1, (args, err)
+        assert err.startswith("error: PATHS: ") and "--paths" not in err, (args, err)
+    code, help_text, _ = run("--help")
+    assert code == 0 and "PATHS..." in help_text and "--paths" not in help_text
 
 
 def test_text_fits_80_columns_in_a_pipe() -> None:

@@ -35,7 +35,7 @@ def doctor(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("path", ["/dev/zero", "/proc/self/mem"])
 def test_special_files_are_refused(path: str) -> None:
     res = doctor(path)
-    assert res.returncode == 2 and res.stderr.startswith("error: --paths:")
+    assert res.returncode == 2 and res.stderr.startswith("error: PATHS:")
     assert "Traceback" not in res.stderr
 
 

@@ -28,6 +28,9 @@ from bandwall.errors import BandwallError, ConfigError
 
 FAIL_ON = ("critical", "high", "medium", "low", "info", "never")
 
+#: How errors name the positional inputs: as the help does (`PATHS`), not as an option.
+PATHS = "PATHS"
+
 
 @dataclass(frozen=True)
 class Option:
@@ -54,7 +57,14 @@ OPTIONS: tuple[Option, ...] = (
         "Exit 1 when a finding is at least this severe.",
         FAIL_ON,
     ),
-    Option("op", "--op", str, None, "Collective of nccl-tests blocks that do not say."),
+    Option(
+        "op",
+        "--op",
+        str,
+        None,
+        "Collective of nccl-tests blocks that do not say: all_reduce, all_gather, "
+        "reduce_scatter, broadcast, reduce, all_to_all or send_recv.",
+    ),
     Option("ranks", "--ranks", int, None, "Ranks of nccl-tests blocks that do not say."),
 )
 
@@ -101,6 +111,10 @@ def run(
         )
     if ranks is not None and not 1 <= ranks <= 1_000_000:
         raise ConfigError("give a rank count from 1 to 1,000,000", field="ranks")
+    if op is not None:  # the model's vocabulary (numpy): loaded only when --op is given
+        from bandwall.model.collectives import parse_op
+
+        op = parse_op(op).value
     if html_out:
         from bandwall.safeio import check_output
 
@@ -189,7 +203,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "paths",
         nargs="+",
-        metavar="PATHS",
+        metavar=PATHS,
         help="NCCL debug logs, nccl-tests output, torch.profiler traces (.json, "
         ".json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, HF Trainer), or "
         "folders of them.",
@@ -198,10 +212,20 @@ def _parser() -> argparse.ArgumentParser:
         if o.kind is bool:
             p.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
         else:
+            shown = f"{o.help} (default: {o.default})" if o.default is not None else o.help
             p.add_argument(
-                o.flag, dest=o.name, type=o.kind, default=o.default, help=o.help, choices=o.choices
+                o.flag, dest=o.name, type=o.kind, default=o.default, help=shown, choices=o.choices
             )
     return p
+
+
+def error_line(exc: BandwallError) -> str:
+    """`--flag: reason` for an option, `PATHS: reason` for the positional inputs (as the help
+    names them), the reason alone when the error names no field."""
+    if exc.field is None:
+        return exc.reason
+    name = PATHS if exc.field == "paths" else f"--{exc.field.replace('_', '-')}"
+    return f"{name}: {exc.reason}"
 
 
 def needs_full_cli(argv: list[str]) -> bool:
@@ -220,8 +244,7 @@ def main(argv: list[str]) -> int:
     try:
         return run(ns.paths, {}, **{o.name: getattr(ns, o.name) for o in OPTIONS})
     except BandwallError as exc:
-        flag = f"--{exc.field.replace('_', '-')}: " if exc.field else ""
-        sys.stderr.write(f"error: {flag}{exc.reason}\n")
+        sys.stderr.write(f"error: {error_line(exc)}\n")
         return 2
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -240,7 +263,12 @@ def _typer_command() -> Any:
     from bandwall.cli.options import with_request_options
 
     def doctor(fields: dict[str, Any], paths: list[str], **own: Any) -> None:
-        code = run(paths, fields, **own)
+        try:
+            code = run(paths, fields, **own)
+        except BandwallError as exc:
+            if exc.field != "paths":
+                raise
+            raise ConfigError(error_line(exc)) from None  # the root prints it as it stands
         if code:
             raise typer.Exit(code)
 
@@ -252,9 +280,10 @@ def _typer_command() -> Any:
             annotation=Annotated[
                 list[str],
                 typer.Argument(
+                    metavar=PATHS,
                     help="NCCL debug logs, nccl-tests output, torch.profiler traces "
                     "(.json, .json.gz), training logs (Megatron, NeMo, torchtitan, DeepSpeed, "
-                    "HF Trainer), or folders of them."
+                    "HF Trainer), or folders of them.",
                 ),
             ],
         ),
@@ -298,12 +327,12 @@ def calibrate_from_trace(traces: list[str], fields: dict[str, Any], as_json: boo
             "--tp, --pp, --micro-batch, --global-batch) so its compute can be compared",
             field="model",
         )
-    job = analyze_job([str(p) for p in expand(traces)])
+    job = analyze_job([str(p) for p in expand(traces, field="from_trace")])
     if job.compute_s <= 0:
         raise ConfigError(
             "the traces hold no ProfilerStep with compute in it; record with torch.profiler's "
             "schedule and prof.step()",
-            field="traces",
+            field="from_trace",
         )
     fit = fit_gemm_efficiency(job.compute_s, request(fields))
     fit["traces"] = len(job.ranks)

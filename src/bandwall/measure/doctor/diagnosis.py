@@ -426,9 +426,20 @@ def _traces(job: Job) -> None:
         return
     from bandwall.measure.doctor.trace import analyze_job
 
-    job.trace = analyze_job(list(job.trace_paths))
-    job.notes.extend(job.trace.notes)
-    for r in job.trace.ranks:
+    tr = analyze_job(list(job.trace_paths))
+    job.notes.extend(tr.notes)
+    for r in tr.empty:  # an empty or cut-short trace is no evidence: a note, not a clean run
+        item = next((i for i in job.inputs if i.path == r.source), None)
+        if item is not None:
+            item.kinds = [k for k in item.kinds if k != "trace"]
+            item.notes.append(
+                f"not understood: a profiler trace with no usable event ({r.events:,} "
+                "event(s) read" + (", the file is cut short" if r.truncated else "") + ")"
+            )
+    if not tr.ranks:
+        return
+    job.trace = tr
+    for r in tr.ranks:
         item = next((i for i in job.inputs if i.path == r.source), None)
         if item is not None:
             item.notes.append(

@@ -77,7 +77,7 @@ CI = """\
 |---|---|
 | 0 | no finding at or above `--fail-on` (default `high`; `never` always exits 0) |
 | 1 | a finding at or above `--fail-on` |
-| 2 | bad input: one line on stderr naming the option (`error: --paths: ...`) |
+| 2 | bad input: one line on stderr naming the option or input (`error: PATHS: ...`) |
 
 Text is wrapped at the terminal's width (80 columns in pipes). `bandwall doctor` starts without
 Typer, Pydantic, numpy or rich (argparse and the standard library); a plan or hardware option

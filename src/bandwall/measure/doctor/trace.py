@@ -223,6 +223,10 @@ class RankTrace:
     backend: str | None = None
     device: str = "cpu"
     events: int = 0
+    used: int = 0
+    """Complete ("X") events with a usable start and duration: what the analysis reads. A
+    trace with none (empty, cut short before its first event, only metadata) is no
+    evidence."""
     steps: list[StepStats] = field(default_factory=list)
     truncated: str | None = None
     collectives: dict[str, float] = field(default_factory=dict)
@@ -355,7 +359,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
     k_corr = {"comp": array("q"), "comm": array("q"), "other": array("q")}
     launches_corr, launches_ts = array("q"), array("d")
     names: dict[str, _Intervals] = {}
-    events = 0
+    events = used = 0
     truncated = None
     with open_text(src) as fh:
         try:
@@ -373,6 +377,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
                 ts, dur = _num(item.get("ts")), _num(item.get("dur", 0.0))
                 if ts is None or dur is None or dur < 0:
                     continue
+                used += 1
                 if (m := _STEP.match(name)) is not None and not cat.startswith("gpu"):
                     steps.append(
                         (
@@ -426,6 +431,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
         world_size=_int(dist.get("world_size")),
         backend=str(dist.get("backend")) if dist.get("backend") else None,
         events=events,
+        used=used,
         truncated=truncated,
     )
     steps.sort(key=lambda s: s[1])
@@ -544,9 +550,13 @@ class JobTrace:
     """All ranks' traces of one job, and who the others wait for."""
 
     ranks: list[RankTrace]
+    """The traces with at least one usable event (`RankTrace.used`)."""
     straggler: RankTrace | None = None
     straggler_excess_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    empty: list[RankTrace] = field(default_factory=list)
+    """The traces with no usable event: no evidence, kept out of `ranks` (and of the notes:
+    the caller says what each one is)."""
 
     @property
     def step_s(self) -> float:
@@ -612,11 +622,13 @@ def find_straggler(ranks: list[RankTrace]) -> tuple[RankTrace | None, float]:
 
 
 def analyze_job(paths: list[str | Path], chunk: int = CHUNK_CHARS) -> JobTrace:
-    """Every rank's trace, then the straggler."""
+    """Every rank's trace, then the straggler. A trace with no usable event (`RankTrace.used`)
+    goes to `JobTrace.empty`, not `ranks`."""
     if not paths:
         raise ConfigError("no trace files given", field="traces")
-    ranks = [analyze_trace(p, chunk) for p in paths]
-    job = JobTrace(ranks=ranks)
+    read = [analyze_trace(p, chunk) for p in paths]
+    ranks = [r for r in read if r.used]
+    job = JobTrace(ranks=ranks, empty=[r for r in read if not r.used])
     for r in ranks:
         if r.truncated:
             job.notes.append(r.truncated)
