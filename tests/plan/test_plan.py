@@ -234,7 +234,10 @@ def test_cost_is_gpu_hours_times_price_plus_egress() -> None:
     p = plan(model="llama3-8b", gpus=64, tokens=1e11, preset="hyperscaler-vm")
     assert p.metrics["gpu_hours"] == pytest.approx(64 * p.metrics["time_to_train_s"] / 3600)
     assert p.metrics["cost_usd"] == pytest.approx(p.metrics["gpu_hours"] * 4.25)
-    ideal = 1e11 / p.metrics["tokens_per_s"]
+    # whole steps: 1e11 tokens in steps of global_batch × 8,192 tokens, the last one full
+    steps = math.ceil(1e11 / (p.metrics["global_batch"] * 8192))
+    assert p.metrics["steps"] == steps
+    ideal = steps * p.metrics["step_time_s"]
     assert p.metrics["ideal_time_s"] == pytest.approx(ideal)
     assert p.metrics["time_to_train_s"] == pytest.approx(ideal / p.metrics["goodput"])
     assert 0.9 < p.metrics["goodput"] < 1
@@ -417,3 +420,11 @@ def test_default_batch_grows_with_the_gpu_count_above_4096() -> None:
     p = plan(model="llama3-8b", gpus=16384, tp=8, pp=1, cp=1, micro_batch=1)
     assert p.metrics["global_batch"] == 2048  # one sequence per data-parallel rank
     assert plan(model="llama3-8b", gpus=16384, global_batch=4096).metrics["global_batch"] == 4096
+
+
+def test_a_batch_larger_than_the_budget_is_one_whole_step() -> None:
+    """A run takes whole optimizer steps, at least one: a batch of more tokens than --tokens
+    trains for one step, and time to train is never shorter than the step itself."""
+    p = plan(model="llama3-8b", gpus=64, global_batch=1_000_000, tokens=1e9)
+    assert p.metrics["steps"] == 1
+    assert p.metrics["time_to_train_s"] >= p.metrics["step_time_s"]

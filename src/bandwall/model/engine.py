@@ -1164,12 +1164,14 @@ def _run(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, step: StepTerms) -
     mtbf, write_s, interval, restart, good = _failures(w, cl, d, step.step_s)
     is_tf = isinstance(w, Transformer)
     params = float(w.params)
+    # a run takes whole optimizer steps, at least one: a batch larger than the budget is one
+    # step, not a fraction of one that finishes before its own step does
     if isinstance(w, Transformer):
         budget = float(opt.tokens or CHINCHILLA_TOKENS_PER_PARAM * params)
-        steps = budget / step.tokens
+        steps = np.ceil(budget / step.tokens)
     else:
         budget = 0.0
-        steps = (opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / d.gb
+        steps = np.ceil((opt.epochs or DEFAULT_CNN_EPOCHS) * w.dataset_samples / d.gb)
     # evaluation (MLPerf's clock includes it): a forward pass over eval_samples every
     # eval_interval_steps, at the training step's forward share of compute and TP time
     eval_s = np.zeros_like(step.step_s)

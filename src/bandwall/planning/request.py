@@ -238,7 +238,7 @@ class PlanRequest(DocumentedModel):
     """WAN fabric between sites."""
     bandwidth_Gbps: RateGbps | None = Field(
         default=None,
-        gt=0,
+        ge=0.001,  # 1 Mb/s: below it a step takes years and every figure is noise
         le=1e6,
         json_schema_extra=_meta("network", flag="bandwidth", vector=True),
     )
@@ -597,6 +597,10 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+#: The unit a field's name says it is held in, for its bounds in an error.
+_BOUND_UNITS = {"_Gbps": "Gb/s", "_GBps": "GB/s", "_us": "µs", "_W": "W", "_MiB": "MiB"}
+
+
 def config_error(exc: ValidationError) -> ConfigError:
     """The first pydantic error as a ConfigError naming its field and the offending value."""
     err = exc.errors()[0]
@@ -604,6 +608,14 @@ def config_error(exc: ValidationError) -> ConfigError:
     field = loc[0] if loc else None
     msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
     value = err.get("input")
+    unit = next((u for suffix, u in _BOUND_UNITS.items() if (field or "").endswith(suffix)), "")
+    if unit and err.get("type") in (
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+    ):
+        msg = f"{msg} {unit}"  # the bound in the unit the field is held in
     if err.get("type") not in ("value_error", "missing", "extra_forbidden") and not isinstance(
         value, dict
     ):

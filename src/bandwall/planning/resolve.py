@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from bandwall.catalog import Precision, Tier, load_catalog
-from bandwall.errors import ConfigError
+from bandwall.catalog.models import GpuSpec
+from bandwall.errors import CatalogError, ConfigError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
 from bandwall.model.congestion import prices_failures
@@ -97,6 +98,8 @@ def _resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None) -> Cluster:
     cat = load_catalog()
     preset = get_preset(req.preset)
     gpu = cat.gpu(req.gpu or preset.gpu)
+    if req.power_cap_W is not None:
+        _check_power_cap(req.power_cap_W, gpu)
     provider = cat.provider(req.provider or preset.provider)
     n_gpus = _vec(vec, "gpus", req.gpus)
     # Node size does not depend on the GPU count, so a sweep row prices exactly what a plan of
@@ -329,3 +332,21 @@ def energy_profile(
         power_cap_W=cl.power_cap_W,
         curve=pw.curve(gpu.curve),
     )
+
+
+def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
+    """A board cannot be held below what it draws idle (power.toml's idle_W, nvidia-smi in P0
+    with nothing running): a lower cap describes no real GPU, and the clock model would price
+    it as a GPU running at a few per cent of its speed while drawing more than the cap."""
+    from bandwall.catalog.power import load_power
+
+    try:
+        idle = load_power().gpu(gpu.name).idle_W
+    except CatalogError:
+        return  # no power data for this GPU: the energy model says so where it needs it
+    if cap_W < idle:
+        raise ConfigError(
+            f"{cap_W:g} W is below what a {gpu.name} draws idle ({idle:g} W); give "
+            f"{idle:g}-{gpu.tdp_W:g} W (the TDP)",
+            field="power_cap_W",
+        )
