@@ -158,6 +158,10 @@ def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[n
         (["--scale-up", "ib-ndr"], "--scale-up", "nvlink4"),
         (["--oversubscription", "0.5"], "oversubscription", "greater than or equal to 1"),
         (["--gpus-per-node", "many"], "gpus-per-node", "integer"),
+        # named as themselves with their tier's choices, not as --fabric with every fabric
+        (["--wan", "nope", "--nodes-per-site", "1"], "--wan:", "internet-10g"),
+        (["--scale-up", "nope"], "--scale-up:", "nvlink4, nvlink4-h800"),
+        (["--rdma-cc", "srd"], "--rdma-cc:", "'auto', 'dcqcn' or 'pfc'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(run_cli, args: list[str], field: str, hint: str) -> None:  # type: ignore[no-untyped-def]
@@ -235,3 +239,11 @@ def test_table_says_where_nccls_tuner_runs_a_slower_pair(run_cli) -> None:  # ty
     for auto, tree in zip(rows, forced, strict=True):
         if auto["note"]:
             assert tree["time_s"] < auto["time_s"]
+
+
+def test_rdma_cc_takes_the_words_plan_takes(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`auto` is the fabric's own congestion control, as in `plan --rdma-cc auto`."""
+    args = ("collective", "--fabric", "roce-400", "--ranks", "64", "--sizes", "1G", "--json")
+    auto = json.loads(run_cli(*args, "--rdma-cc", "auto").out)
+    unset = json.loads(run_cli(*args).out)
+    assert auto == unset

@@ -167,7 +167,8 @@ def collective(
         ),
     ] = True,
     rdma_cc: Annotated[
-        str | None, typer.Option(help="RoCE congestion control: dcqcn or pfc (default: fabric's).")
+        str | None,
+        typer.Option(help="RoCE congestion control: auto, dcqcn or pfc (default: fabric's)."),
     ] = None,
     sizes: Annotated[
         str, typer.Option(help="START:END[:xF|:+STEP] or a list; K/M/G are powers of 1024.")
@@ -192,13 +193,21 @@ def collective(
 
     # the options `plan` shares take the request schema's bounds (a 400-digit --gpus-per-node
     # overflowed float64 in the topology)
+    # ... and --scale-up and --wan against their own tier, so an unknown one is named as
+    # itself with its own choices, not as --fabric with every fabric (--fabric itself may be a
+    # scale-up fabric here: one node's collective)
     check_fields(
         gpus_per_node=gpus_per_node,
         nics_per_node=nics_per_node,
         oversubscription=oversubscription,
         tcp_streams=tcp_streams,
         qps_per_connection=qps_per_connection,
+        scale_up=scale_up,
+        wan=wan,
+        rdma_cc=rdma_cc,
     )
+    if rdma_cc == "auto":
+        rdma_cc = None  # the fabric's own, as `plan --rdma-cc auto`
     the_op, the_algo = parse_op(op), parse_algo(algo)
     the_proto = parse_protocol(protocol) if protocol else None
     window = float(parse_size(tcp_window, "tcp_window")) if tcp_window else None
