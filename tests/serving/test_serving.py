@@ -281,6 +281,9 @@ def test_infer_errors_name_the_field() -> None:
     with pytest.raises(ConfigError) as exc3:
         infer(make_infer_request(model="resnet50"))
     assert exc3.value.field == "model"
+    with pytest.raises(ConfigError, match="bert-large is not a transformer decoder") as enc:
+        infer(make_infer_request(model="bert-large"))  # an encoder generates no tokens
+    assert enc.value.field == "model"
     with pytest.raises(ConfigError) as exc4:
         make_infer_request(prompt_tokens=0)
     assert exc4.value.field == "prompt_tokens"

@@ -352,7 +352,7 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
     """Price every candidate (tp, pp, concurrency) of the request (`calibration` overrides
     the fitted constants, for refitting)."""
     w = resolve_workload(req)
-    if not isinstance(w, Transformer):
+    if not isinstance(w, Transformer) or not w.decoder:
         raise ConfigError(f"{w.key} is not a transformer decoder; infer serves LLMs", field="model")
     cl = resolve_cluster(req)
     layouts = _layouts(req, w, cl)

@@ -46,6 +46,9 @@ class Transformer(BaseModel):
     top_k: int = Field(default=1, ge=1)
     dense_layers: int = Field(default=0, ge=0, description="Leading layers with a dense MLP.")
     gated_mlp: bool = Field(default=True, description="SwiGLU-style MLP with 3 matrices.")
+    decoder: bool = Field(
+        default=True, description="Generates tokens (causal); false for encoders like BERT."
+    )
     tied_embeddings: bool = False
     attention_params_per_layer: int | None = Field(
         default=None, ge=1, description="Override for non-standard attention (e.g. MLA)."
