@@ -342,3 +342,19 @@ def test_a_subnormal_nic_count_is_refused_in_one_line(run_cli, command: str) -> 
     r = run_cli(command, "--nics-per-node", "5e-324")
     assert r.code == 2
     assert r.err.count("\n") == 1 and "--nics-per-node" in r.err and "0.125" in r.err
+
+
+def test_sweep_says_why_rows_are_refused(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """No usable row is an error, as `plan` gives it (it printed an empty table, exit 0);
+    some refused rows get one note naming the reason; --csv still writes every row."""
+    none = run_cli("sweep", "--model", "llama3-8b", "--gpus", "8", "--tp", "3")
+    assert none.code == 2 and none.out == ""
+    assert (
+        none.err.strip()
+        == run_cli("plan", "--model", "llama3-8b", "--gpus", "8", "--tp", "3").err.strip()
+    )
+    some = run_cli("sweep", "--model", "llama3-8b", "--gpus", "8,16", "--tp", "1,3")
+    assert some.code == 0 and "2 of 4 rows are refused, e.g. --tp: 3 must divide" in some.err
+    assert "gpus=16 tp=1" in some.out
+    every = run_cli("sweep", "--model", "llama3-8b", "--gpus", "8", "--tp", "3", "--csv")
+    assert every.code == 0 and every.out.count("\n") == 2 and "1 of 1 rows" in every.err

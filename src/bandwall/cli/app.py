@@ -24,7 +24,7 @@ from bandwall.cli.options import (
 )
 from bandwall.cli.output import CsvOption, JsonOption
 from bandwall.cli.root import app, error_line, main
-from bandwall.errors import ConfigError, unknown_choice
+from bandwall.errors import BandwallError, ConfigError, unknown_choice
 from bandwall.report.text import console, emit, err_console, print_json
 
 __all__ = ["app", "error_line", "main"]
@@ -362,8 +362,26 @@ def sweep(
     req = request(base)
     largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
     check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
+    import numpy as np
+
     table = run_sweep(req, axes)
     print_notes(notes)  # after the engine accepted the request: a refusal prints one line
+    usable = np.asarray(table["valid"], bool) & np.asarray(table["fits"], bool)
+    if not usable.all():
+        # say why, as `plan` would for the first row that fails: no row at all is an error
+        # (exit 2) unless every row was asked for (--csv, -o)
+        first = int(np.flatnonzero(~usable)[0])
+        reason = _row_refusal(base, {a: table[a][first] for a in axes})
+        if reason is not None and not usable.any() and not (as_csv or output):
+            raise reason
+        if reason is not None:
+            why = f"--{reason.field.replace('_', '-')}: " if reason.field else ""
+            print_notes(
+                [
+                    f"{int((~usable).sum()):,} of {usable.size:,} rows are refused, e.g. {why}"
+                    f"{reason.reason}"
+                ]
+            )
     if as_csv or output:
         write_table(table, output)
     if output:
@@ -371,6 +389,23 @@ def sweep(
         err_console.print(f"wrote {n:,} rows to {output}")
     elif not as_csv:
         console.print(sweep_table(table, list(axes), top))
+
+
+def _row_refusal(base: dict[str, Any], point: dict[str, Any]) -> BandwallError | None:
+    """Why `plan` refuses one sweep row (its grid point over the fixed options), or None."""
+    from bandwall.planning.api import plan as make_plan
+
+    def plain(v: Any) -> Any:  # a whole number back as an int, a name as it is
+        if isinstance(v, str | bool) or float(v) != float(v):
+            return v
+        return int(v) if float(v).is_integer() else float(v)
+
+    values = {k: plain(v.item() if hasattr(v, "item") else v) for k, v in point.items()}
+    try:
+        make_plan(request({**base, **values}))
+    except BandwallError as exc:
+        return exc
+    return None
 
 
 @with_request_options(skip=("gpus",), configs=True)
