@@ -113,3 +113,18 @@ def test_keys_are_never_split_at_80_columns(
         if not any(re.search(edge + re.escape(k) + r"(?:$|[\s│┃])", line) for line in lines)
     ]
     assert not split, f"keys split or missing: {sorted(split)}"
+
+
+def test_a_sweep_point_keeps_its_values_whole_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prose cell folds between words, never inside one: the sweep's grid point
+    `preset=ai-factory-ib` printed as `preset=ai-fac` / `tory-ib` (a newcomer audit)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    presets = ["ai-factory-ib", "decentralized-geo", "hyperscaler-vm"]
+    argv = ["sweep", "--model", "llama3-70b", "--gpus", "256,512", "--preset", ",".join(presets)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not [line for line in lines if len(line) > 80]
+    for key in presets:
+        assert any(f"preset={key}" in line for line in lines), key

@@ -48,8 +48,9 @@ class KeyedTable:
             longest = max([len(col.header)] + [len(r[i]) for r in self.rows])
             if i == 0 or col.whole:
                 width = max(longest, len(col.header))
-            else:
-                width = min(longest, max(MIN_PROSE_WIDTH, _longest_word(col.header)))
+            else:  # prose folds between words, never inside one (`preset=ai-factory-ib`)
+                words = max([_longest_word(col.header)] + [_longest_word(r[i]) for r in self.rows])
+                width = min(longest, max(MIN_PROSE_WIDTH, words))
             total += width + 3  # one space of padding each side and a rule
         return total
 
@@ -62,7 +63,13 @@ class KeyedTable:
                 justify="right" if col.right else "left",
                 no_wrap=whole,
                 overflow="fold",
-                min_width=max(len(r[i]) for r in self.rows) if whole and self.rows else None,
+                min_width=(
+                    max(len(r[i]) for r in self.rows)
+                    if whole
+                    else max(_longest_word(r[i]) for r in self.rows)
+                )
+                if self.rows
+                else None,
             )
         for r in self.rows:
             t.add_row(*r)
