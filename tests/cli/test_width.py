@@ -128,3 +128,27 @@ def test_a_sweep_point_keeps_its_values_whole_at_80_columns(
     assert not [line for line in lines if len(line) > 80]
     for key in presets:
         assert any(f"preset={key}" in line for line in lines), key
+
+
+@pytest.mark.parametrize(
+    ("argv", "keys"),
+    [
+        (["plan", "--help"], ["ai-factory-spectrum-x", "wan-intercontinental-1g", "xgmi-mi300x"]),
+        (["collective", "--help"], ["rail-optimized"]),
+        (["doctor", "--help"], ["docs/from-config.md"]),
+    ],
+)
+def test_help_folds_between_words_not_after_hyphens(
+    argv: list[str],
+    keys: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The choices a help lists are keys a user types: `ai-factory-` / `spectrum-x` was a
+    line break inside one (click's and argparse's wrappers break after hyphens)."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if len(line) > 80]
+    for key in keys:
+        assert key in out, key

@@ -192,13 +192,33 @@ class _OneLineParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _WholeWordHelp(argparse.HelpFormatter):
+    """Help folded between words only, not after a hyphen (`docs/from-` / `config.md`)."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
+        return textwrap.fill(
+            " ".join(text.split()),
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent,
+            break_on_hyphens=False,
+        )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _OneLineParser(
         prog="bandwall doctor",
         usage="bandwall doctor [OPTIONS] PATHS...",
         description=DESCRIPTION,
         epilog=EPILOG,
-        formatter_class=lambda prog: argparse.HelpFormatter(prog, width=min(_width(), 100)),
+        formatter_class=lambda prog: _WholeWordHelp(prog, width=min(_width(), 100)),
     )
     p.add_argument(
         "paths",

@@ -14,11 +14,25 @@ from typing import Annotated, Any
 
 import typer
 from typer import _click
+from typer._click import _textwrap
 from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from bandwall import __version__
 from bandwall.errors import BandwallError
+
+
+class _WholeWordWrapper(_textwrap.TextWrapper):
+    """Help text folds between words only, not after a hyphen: the choices it lists are keys a
+    user types (`ai-factory-spectrum-x` printed as `ai-factory-` / `spectrum-x`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("break_on_hyphens", False)
+        super().__init__(*args, **kwargs)
+
+
+# click's wrap_text imports its TextWrapper from this module at each call
+_textwrap.TextWrapper = _WholeWordWrapper  # type: ignore[misc]
 
 #: name → (module, attribute, summary). The attribute is a command function or a Typer group.
 COMMANDS: dict[str, tuple[str, str, str]] = {
