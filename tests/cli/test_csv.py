@@ -27,6 +27,9 @@ def test_plan_csv_is_the_json_flattened(run_cli) -> None:  # type: ignore[no-unt
     assert float(row["breakdown.compute"]) == pytest.approx(
         as_json["breakdown"]["compute"], rel=1e-12
     )
+    # booleans as the JSON and sweep's CSV spell them, so a plan row is a sweep row
+    sweep = _csv(run_cli("sweep", *PLAN, "--csv").out)[0]
+    assert row["valid"] == row["fits"] == sweep["valid"] == sweep["fits"] == "true"
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,16 @@ def print_csv(rows: Any) -> None:
     writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for r in flat:
-        writer.writerow({k: "" if v is None else v for k, v in r.items()})
+        writer.writerow({k: _csv_cell(v) for k, v in r.items()})
+
+
+def _csv_cell(value: Any) -> Any:
+    """Empty for None; booleans as JSON spells them (`true`), as `sweep`'s CSV does."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
 
 
 def emit(data: Any, as_json: bool, as_csv: bool, csv_rows: Any = None) -> bool:
