@@ -557,8 +557,8 @@ def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
             f"{int(row['ranks']):,}",
             format_size(size_b),
             fmt_num(float(row["time_s"]) * 1e6, 2),
-            fmt_num(float(row["algbw_GBps"]), 2),
-            fmt_num(float(row["busbw_GBps"]), 2),
+            _bandwidth(float(row["algbw_GBps"])),
+            _bandwidth(float(row["busbw_GBps"])),
             f"{row['algo']}/{row['protocol']}" if row.get("protocol") else str(row["algo"]),
         )
     return table
@@ -664,6 +664,14 @@ def sweep_table(table: dict[str, np.ndarray], axes: list[str], top: int) -> Keye
             _money(float(table["cost_usd"][i])),
         )
     return t
+
+
+def _bandwidth(GBps: float) -> str:
+    """GB/s with two decimals, as nccl-tests prints it, but three significant digits below
+    1 GB/s: a WAN all-to-all or an 8-byte message is not 0.00."""
+    if 0 < GBps < 0.995:
+        return f"{GBps:#.3g}"
+    return fmt_num(GBps, 2)
 
 
 def _unit(field: str) -> str:
