@@ -197,9 +197,11 @@ def expand_range(
     show = show or (lambda v: f"{v:,.6g}")
     text = text.strip()
     if "," in text:
-        items = [t for t in (p.strip() for p in text.split(",")) if t]
-        if not items:
+        items = [p.strip() for p in text.split(",")]
+        if not any(items):
             raise ConfigError(f"{text!r} lists no values", field=field)
+        if not all(items):  # '8,,16' is a typo, not two values
+            raise ConfigError(f"{text!r} has an empty value between commas", field=field)
         if len(items) > max_values:
             raise ConfigError(f"{len(items):,} values; at most {max_values:,}", field=field)
         return Range([_whole(parse_one(p), p, field, integer) for p in items])

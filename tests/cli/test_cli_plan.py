@@ -358,3 +358,23 @@ def test_sweep_says_why_rows_are_refused(run_cli) -> None:  # type: ignore[no-un
     assert "gpus=16 tp=1" in some.out
     every = run_cli("sweep", "--model", "llama3-8b", "--gpus", "8", "--tp", "3", "--csv")
     assert every.code == 0 and every.out.count("\n") == 2 and "1 of 1 rows" in every.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["sweep", "--model", "llama3-8b", "--gpus", "8,,16"],
+            "--gpus: '8,,16' has an empty value",
+        ),
+        (["sweep", "--gpus", "8", "--preset", "ai-factory-ib,"], "--preset: 'ai-factory-ib,' has"),
+        (["compare", "--model", "llama3-8b", "--gpus", "8", "--presets", ""], "--presets: ''"),
+        (["compare", "--infer", "--infer-models", ""], "--infer-models: ''"),
+        (["catalog", ""], "unknown value ''"),
+    ],
+)
+def test_an_empty_value_is_a_typo_not_every_value(run_cli, argv: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]
+    """An empty list item or an empty option is refused (compare --presets '' ran every
+    preset, catalog '' listed everything, --gpus 8,,16 dropped the gap)."""
+    r = run_cli(*argv)
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1 and needle in r.err, r.err

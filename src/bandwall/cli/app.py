@@ -34,8 +34,9 @@ CATALOG_KINDS = ("gpus", "fabrics", "providers", "failures", "perf", "power")
 
 def catalog(
     kind: Annotated[
-        str, typer.Argument(help="gpus, fabrics, providers or failures (default: all).")
-    ] = "",
+        str | None,
+        typer.Argument(help="gpus, fabrics, providers, failures, perf or power (default: all)."),
+    ] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
 ) -> None:
@@ -44,8 +45,8 @@ def catalog(
     from bandwall.catalog.power import power_table
     from bandwall.report.tables import catalog_table
 
-    kinds = CATALOG_KINDS if not kind else (kind.lower(),)
-    if kinds[0] not in CATALOG_KINDS:
+    kinds = CATALOG_KINDS if kind is None else (kind.lower(),)
+    if kinds[0] not in CATALOG_KINDS:  # '' included: an empty kind is a typo, not "all"
         raise unknown_choice("kind", kind, CATALOG_KINDS)
     cat = load_catalog()
     tables = {
@@ -60,7 +61,8 @@ def catalog(
         "power": power_table(),
     }
     every = [{"table": k, **row} for k in CATALOG_KINDS for row in tables[k]]
-    if emit(tables[kinds[0]] if kind else tables, as_json, as_csv, None if kind else every):
+    one = kind is not None
+    if emit(tables[kinds[0]] if one else tables, as_json, as_csv, None if one else every):
         return
     for k in kinds:
         console.print(catalog_table(k, cat))
@@ -279,9 +281,9 @@ def plan(
 
 
 def _split(text: str, field: str) -> list[str]:
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    if not items:
-        raise ConfigError("give a comma-separated list", field=field)
+    items = [t.strip() for t in text.split(",")]
+    if not all(items):  # '' or 'a,,b' is a typo: not "every preset"
+        raise ConfigError(f"{text!r} has an empty value; give a comma-separated list", field=field)
     return items
 
 
@@ -289,14 +291,14 @@ def _split(text: str, field: str) -> list[str]:
 def compare(
     fields: dict[str, Any],
     presets_: Annotated[
-        str, typer.Option("--presets", help="Comma-separated presets (default: all).")
-    ] = "",
+        str | None, typer.Option("--presets", help="Comma-separated presets (default: all).")
+    ] = None,
     infer: Annotated[
         bool, typer.Option("--infer", help="Compare serving cost and latency per token.")
     ] = False,
     infer_models: Annotated[
-        str, typer.Option(help="With --infer: models to compare, comma-separated.")
-    ] = "",
+        str | None, typer.Option(help="With --infer: models to compare, comma-separated.")
+    ] = None,
     chart: Annotated[str | None, typer.Option(help="With --infer: save a PNG chart.")] = None,
     as_json: JsonOption = False,
     as_csv: CsvOption = False,
@@ -309,13 +311,13 @@ def compare(
 
     if not infer:  # serving-only options on a training comparison would be ignored
         for name, value in (("infer_models", infer_models), ("chart", chart)):
-            if value:
+            if value is not None:
                 raise ConfigError("applies to serving only; add --infer", field=name)
-    keys = _split(presets_, "presets") if presets_ else list(presets())
+    keys = _split(presets_, "presets") if presets_ is not None else list(presets())
     if infer:
         from bandwall.cli.infer import run_compare_infer
 
-        models = _split(infer_models, "infer_models") if infer_models else None
+        models = _split(infer_models, "infer_models") if infer_models is not None else None
         run_compare_infer(fields, keys, models=models, as_json=as_json, as_csv=as_csv, chart=chart)
         return
     plans = compare_plans(request(fields, preset=keys[0]), keys)

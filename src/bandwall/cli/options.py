@@ -253,8 +253,10 @@ def expand(name: str, text: str) -> Range:
     base = _base_type(info)
     numeric = base in (int, float) or _unit_example(info) is not None
     if not numeric:
-        items = [t.strip() for t in text.split(",") if t.strip()] if "," in text else [text]
-        if not items or len(items) > MAX_RANGE_VALUES:
+        items = [t.strip() for t in text.split(",")] if "," in text else [text]
+        if not all(items):  # '' or 'a,,b': a typo, not a value (an empty preset ran them all)
+            raise ConfigError(f"{text!r} has an empty value", field=name)
+        if len(items) > MAX_RANGE_VALUES:
             raise ConfigError(f"give 1 to {MAX_RANGE_VALUES:,} values", field=name)
         return Range(items)  # type: ignore[arg-type]
     return expand_range(text, name, number_parser(name), integer=base is int)
@@ -304,7 +306,7 @@ def print_notes(lines: list[str]) -> None:
     from bandwall.report.text import err_console
 
     for line in lines:
-        err_console.print(line, markup=False, soft_wrap=True)
+        err_console.print(line, markup=False)  # folded at the terminal's width
 
 
 MaxPoints = Annotated[
