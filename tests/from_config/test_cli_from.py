@@ -108,3 +108,19 @@ def test_upload_errors_are_422_without_server_paths(client: TestClient) -> None:
         },
     )
     assert unknown.status_code == 422
+
+
+def test_the_read_lines_paste_back_as_the_same_plan(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Each `--flag value <- file:line` is what a user types: pasted onto the command line
+    without --from it gives the same plan (it printed `--ffn 28,672`, which the CLI refuses,
+    and booleans as `on`/`off`)."""
+    config = str(Path(__file__).resolve().parents[2] / "examples" / "llama3_1_70b.yaml")
+    report = run_cli("plan", "--from", config, "--json")
+    flags: list[str] = []
+    for line in report.err.splitlines():
+        if line.startswith("  --") and " <- " in line:
+            flags += line.split(" <- ")[0].split()
+    assert "--ffn" in flags and "28672" in flags and "--sequence-parallel" in flags
+    pasted = run_cli("plan", "--model", "custom", *flags, "--json")
+    assert pasted.code == 0, pasted.err
+    assert json.loads(pasted.out)["step_time_s"] == json.loads(report.out)["step_time_s"]

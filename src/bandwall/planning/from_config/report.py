@@ -20,16 +20,17 @@ def _flag(field: str) -> str:
     return "--" + field_flag(field)
 
 
-def _value(value: Any) -> str:
+def _typed(field: str, value: Any) -> str:
+    """The option as a user types it, so a line can be pasted back onto the command line:
+    no thousands separators (`,` separates a sweep's values), a boolean as its flag pair."""
+    flag = _flag(field)
     if isinstance(value, bool):
-        return "on" if value else "off"
-    if isinstance(value, float) and value.is_integer() and abs(value) >= 1e6:
-        return f"{value:,.0f}"
+        return flag if value else "--no-" + flag[2:]
+    if isinstance(value, float) and value.is_integer():
+        return f"{flag} {value:.0f}"
     if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    return str(value)
+        return f"{flag} {value:g}"
+    return f"{flag} {value}"
 
 
 def _where(sources: tuple[Source, ...]) -> str:
@@ -63,11 +64,11 @@ def render(result: FromConfig) -> list[str]:
         lines.append("read:")
         for a in result.read:
             note = f" ({a.note})" if a.note else ""
-            lines += _wrap(f"  {_flag(a.field)} {_value(a.value)} <- ", _where(a.sources) + note)
+            lines += _wrap(f"  {_typed(a.field, a.value)} <- ", _where(a.sources) + note)
     if result.defaulted:
         lines.append("not in the files, the framework's default:")
         for d in result.defaulted:
-            lines += _wrap(f"  {_flag(d.field)} {_value(d.value)}", f" ({d.why})" if d.why else "")
+            lines += _wrap(f"  {_typed(d.field, d.value)}", f" ({d.why})" if d.why else "")
     if result.overridden:
         lines += _wrap(
             "the command line overrides: ", ", ".join(_flag(f) for f in result.overridden)
