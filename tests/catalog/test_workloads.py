@@ -61,7 +61,12 @@ def test_gpt3_flops_are_dominated_by_6n() -> None:
 def test_custom_model_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match="missing --hidden"):
         custom_transformer(layers=2)
-    with pytest.raises(ConfigError, match="not divisible by heads"):
+    with pytest.raises(ConfigError, match="not divisible by --heads 3") as exc:
         custom_transformer(layers=2, hidden=100, heads=3, vocab=10, seq_len=8)
+    assert exc.value.field == "hidden"  # printed `model: Value error, hidden 100 ...`
+    assert "Value error" not in str(exc.value)
+    with pytest.raises(ConfigError, match="does not divide --heads 3") as kv:
+        custom_transformer(layers=2, hidden=96, heads=3, kv_heads=2, vocab=10, seq_len=8)
+    assert kv.value.field == "kv_heads"
     with pytest.raises(ConfigError, match="model: unknown value 'gpt5'"):
         get_workload("gpt5")

@@ -60,14 +60,18 @@ class Transformer(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Transformer:
+        # messages in the options' own words (the field a user fixes comes first)
         if self.head_size is None and self.hidden % self.heads:
-            raise ValueError(f"hidden {self.hidden} is not divisible by heads {self.heads}")
+            raise ValueError(
+                f"--hidden {self.hidden} is not divisible by --heads {self.heads} (or give "
+                "--head-dim)"
+            )
         if self.kv_heads is not None and self.heads % self.kv_heads:
-            raise ValueError(f"heads {self.heads} is not divisible by kv_heads {self.kv_heads}")
+            raise ValueError(f"--kv-heads {self.kv_heads} does not divide --heads {self.heads}")
         if self.top_k > self.experts:
-            raise ValueError(f"top_k {self.top_k} exceeds experts {self.experts}")
+            raise ValueError(f"--top-k {self.top_k} exceeds --experts {self.experts}")
         if self.dense_layers > self.layers:
-            raise ValueError(f"dense_layers {self.dense_layers} exceeds layers {self.layers}")
+            raise ValueError(f"--dense-layers {self.dense_layers} exceeds --layers {self.layers}")
         return self
 
     # --- dimensions -------------------------------------------------------------------------
@@ -242,5 +246,11 @@ def custom_transformer(**dims: object) -> Transformer:
         return Transformer.model_validate(clean)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "model"
-        raise ConfigError(f"{loc}: {err['msg']}") from None
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["loc"]:  # one field out of its bounds
+            raise ConfigError(msg, field=str(err["loc"][0])) from None
+        # two fields that do not fit together: the message starts with the one to fix
+        flag, _, rest = msg.partition(" ")
+        if flag.startswith("--"):
+            raise ConfigError(rest, field=flag[2:].replace("-", "_")) from None
+        raise ConfigError(msg, field="model") from None
