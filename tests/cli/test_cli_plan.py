@@ -378,3 +378,12 @@ def test_an_empty_value_is_a_typo_not_every_value(run_cli, argv: list[str], need
     preset, catalog '' listed everything, --gpus 8,,16 dropped the gap)."""
     r = run_cli(*argv)
     assert r.code == 2 and r.out == "" and r.err.count("\n") == 1 and needle in r.err, r.err
+
+
+def test_validate_names_what_is_wrong_with_results_first(run_cli, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """RESULTS comes first on the line, so its error comes first: `validate 999` said to
+    give --fabric before saying there is no run 999."""
+    text = tmp_path / "notes.txt"
+    text.write_text("not an export\n")
+    r = run_cli("validate", str(text))
+    assert r.code == 2 and "is not a JSON export" in r.err and "--fabric" not in r.err

@@ -448,7 +448,8 @@ def validate(
         str | None, typer.Option(help="Folder holding training_throughput.csv.")
     ] = None,
     fabric: Annotated[
-        str | None, typer.Option(help="Fabric to predict with, e.g. measured:lab1g.")
+        str | None,
+        typer.Option(help="Fabric to predict with, e.g. measured:lab1g (needed with RESULTS)."),
     ] = None,
     bandwidth: Annotated[
         str | None,
@@ -513,12 +514,12 @@ def validate(
         return
     if results is None:
         raise ConfigError("give RESULTS (a run id, 'latest' or a JSON export) or --published")
+    run, rows = load_run(results, db)  # what is wrong with RESULTS first: it is given first
     if fabric is None:
         raise ConfigError(
             "give --fabric, e.g. measured:NAME from `bandwall calibrate` or a catalog key",
             field="fabric",
         )
-    run, rows = load_run(results, db)
     rate = parse_rate_Gbps(bandwidth, "bandwidth") if bandwidth else nominal_rate_Gbps(run)
     checked, summary = validate_run(
         run, rows, load_catalog().fabric(fabric), rate, parse_size(min_size, "min_size")
