@@ -284,6 +284,13 @@ def test_infer_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match="bert-large is not a transformer decoder") as enc:
         infer(make_infer_request(model="bert-large"))  # an encoder generates no tokens
     assert enc.value.field == "model"
+    # --seq-len is the model's context: requests longer than it cannot be served (it was
+    # ignored); a context that holds them changes nothing
+    with pytest.raises(ConfigError, match="more than a context of 1;") as ctx:
+        infer(make_infer_request(seq_len=1))
+    assert ctx.value.field == "seq_len"
+    long_enough = infer(make_infer_request(seq_len=8192)).metrics
+    assert long_enough == infer(make_infer_request()).metrics
     with pytest.raises(ConfigError) as exc4:
         make_infer_request(prompt_tokens=0)
     assert exc4.value.field == "prompt_tokens"

@@ -112,6 +112,21 @@ def request_mix(req: InferRequest) -> RequestMix:
     )
 
 
+def _check_context(req: InferRequest, mix: RequestMix) -> None:
+    """--seq-len given to `infer` is the model's context: requests longer than it cannot be
+    served (it was silently ignored: `infer --seq-len 1` printed the default answer)."""
+    assert req.seq_len is not None
+    need = mix.prompt_tokens + mix.output_tokens
+    if need > req.seq_len:
+        raise ConfigError(
+            f"the {mix.name} requests hold {mix.prompt_tokens:,.0f} + {mix.output_tokens:,.0f} "
+            f"tokens on average, more than a context of {req.seq_len:,}; give --seq-len >= "
+            f"{need:,.0f} or shorter requests (--dataset fixed --prompt-tokens N "
+            "--output-tokens N)",
+            field="seq_len",
+        )
+
+
 def weight_format(req: InferRequest) -> str:
     if req.weight_format != "auto":
         return req.weight_format
@@ -354,6 +369,8 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
     w = resolve_workload(req)
     if not isinstance(w, Transformer) or not w.decoder:
         raise ConfigError(f"{w.key} is not a transformer decoder; infer serves LLMs", field="model")
+    if "seq_len" in req.model_fields_set:
+        _check_context(req, request_mix(req))
     cl = resolve_cluster(req)
     layouts = _layouts(req, w, cl)
     if not layouts:
