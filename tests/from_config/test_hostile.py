@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,7 +95,13 @@ def test_nul_bytes_in_json(run_cli, tmp_path: Path) -> None:  # type: ignore[no-
 def test_binary_garbage(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     junk = tmp_path / "junk.bin"
     junk.write_bytes(bytes(range(256)) * 64)
-    _refused(run_cli, junk, "no settings found")
+    _refused(run_cli, junk, "is a binary file")
+
+
+def test_an_executable_is_not_a_launch_script(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """An executable's strings read as a shell script gave flags that 'contradict' each
+    other (`plan --from /bin/ls`); it is refused as binary."""
+    _refused(run_cli, Path(sys.executable).resolve(), "is a binary file")
 
 
 def test_unknown_json_and_toml(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -242,6 +242,13 @@ def read_file(path: str) -> tuple[str, list[Entry], list[str]]:
 
     _check(path)
     head = _head(path)
+    if "\ufffd" in head[:4096] and head[:4096].count("\ufffd") * 20 > len(head[:4096]):
+        # bytes that are not text (an executable, an image, a checkpoint): not a config, and
+        # read as a launch script its bytes gave flags that 'contradict' each other
+        raise ConfigError(
+            f"{path} is a binary file, not a training config, launch script or log",
+            field=FIELD,
+        )
     kind = _kind(path, head)
     if kind == "json":
         fmt, entries = _json_entries(_files.load_json(_text(path), path), path)
