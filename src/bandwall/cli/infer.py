@@ -38,8 +38,8 @@ def with_infer_options(
 
 
 def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:,.1f} ms" if ms < 1e4 else f"{seconds:,.1f} s"
+    ms = seconds * 1e3  # seconds from 1 s on, as the other durations print
+    return f"{ms:,.1f} ms" if ms < 1e3 else f"{seconds:,.2f} s"
 
 
 def _rate(x: float) -> str:

@@ -511,7 +511,7 @@ def monitor_cmd(fields: dict[str, Any], as_json: bool) -> None:
 def _monitor_table(r: dict[str, Any]) -> Table:
     t = Table(
         title=f"NIC counters (every {r['interval_s']:.1f} s) · TCP retransmits "
-        f"{r['tcp_retrans_per_s']:.1f}/s ({r['tcp_retrans_total']} total)"
+        f"{r['tcp_retrans_per_s']:,.1f}/s ({r['tcp_retrans_total']:,} total)"
     )
     for col in ("iface", "rx Gb/s", "tx Gb/s", "rx pkt/s", "tx pkt/s", "drops", "errors"):
         t.add_column(col, justify="right" if col != "iface" else "left")

@@ -179,11 +179,9 @@ class LazyGroup(TyperGroup):
         return self.commands[cmd_name]
 
     def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
-        limit = formatter.width - 6 - max(len(n) for n in COMMANDS)
-        rows = [
-            (name, _click.utils.make_default_short_help(summary, limit))
-            for name, (_, _, summary) in COMMANDS.items()
-        ]
+        # each summary whole, folded under itself: cut at the width they ended mid-sentence
+        # ('List the hardware catalog with the source and date of every...')
+        rows = [(name, summary) for name, (_, _, summary) in COMMANDS.items()]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -495,7 +495,7 @@ def validate_run(
         )
     errs = [abs(x["error"]) for x in out if x["used"]]
     if not errs:
-        raise ConfigError(f"no rows of >= {min_size} bytes to validate", field="results")
+        raise ConfigError(f"no rows of >= {min_size:,.0f} bytes to validate", field="results")
     return out, {
         "rows": len(errs),
         "median_abs_error": statistics.median(errs),
