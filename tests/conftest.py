@@ -46,15 +46,6 @@ def _xdist_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Lab tests share the host's network namespaces (one of them checks `lab down --all`
-    leaves the set it found, another's lab appearing or going under it fails it): under
-    `pytest -n 2` they all run on one worker, in order (pyproject's `--dist loadgroup`)."""
-    for item in items:
-        if item.get_closest_marker("lab") is not None:
-            item.add_marker(pytest.mark.xdist_group("lab"))
-
-
 def pytest_configure(config: pytest.Config) -> None:
     global SESSION_TMP
     if _xdist_worker(config):

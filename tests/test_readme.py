@@ -67,11 +67,6 @@ def matches(shown: str, actual: str) -> bool:
 
 CASES = commands()
 
-#: The README's commands build on each other (`import` makes the results database `results
-#: list` reads) in one working folder per process: under `pytest -n 2` they all run on one
-#: worker (pyproject's `--dist loadgroup`), in order.
-pytestmark = pytest.mark.xdist_group("readme")
-
 
 def test_the_readme_has_commands_for_every_group() -> None:
     names = {argv[1] for _, argv, _ in CASES}
