@@ -252,30 +252,8 @@ def test_rdma_cc_takes_the_words_plan_takes(run_cli) -> None:  # type: ignore[no
 def test_bandwidth_below_one_gb_per_s_keeps_three_digits(run_cli) -> None:  # type: ignore[no-untyped-def]
     """nccl-tests prints busbw with two decimals; below 1 GB/s (a WAN all-to-all, an 8-byte
     message) the table keeps three significant digits instead of printing 0.00."""
-    out = run_cli(
-        "collective",
-        "--op",
-        "all_to_all",
-        "--ranks",
-        "64",
-        "--fabric",
-        "internet-1g",
-        "--sizes",
-        "1M",
-    ).out
-    row = json.loads(
-        run_cli(
-            "collective",
-            "--op",
-            "all_to_all",
-            "--ranks",
-            "64",
-            "--fabric",
-            "internet-1g",
-            "--sizes",
-            "1M",
-            "--json",
-        ).out
-    )[0]
+    args = ("collective", "--op", "all_to_all", "--ranks", "64", "--fabric", "internet-1g")
+    out = run_cli(*args, "--sizes", "1M").out
+    row = json.loads(run_cli(*args, "--sizes", "1M", "--json").out)[0]
     assert 0 < row["busbw_GBps"] < 0.01
     assert f"{row['busbw_GBps']:#.3g}" in out and " 0.00 " not in out

@@ -108,15 +108,9 @@ def test_an_empty_or_cut_short_trace_is_no_evidence(tmp_path: Path) -> None:
 def test_op_is_checked_against_the_collectives() -> None:
     """`--op nope` is bad input (exit 2, one line naming --op and every collective), on the
     fast path and the full CLI alike; a spelling the model reads (`All-Reduce`) is taken."""
-    ops = (
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "all_to_all",
-        "send_recv",
-    )
+    from bandwall.model.collectives import Op
+
+    ops = tuple(op.value for op in Op)
     for extra in ([], ["--gpu", "H100-SXM"], ["--json"]):
         code, out, err = run(GDR, "--op", "nope", *extra)
         assert code == 2 and out == "" and err.count("\n") == 1, (extra, err)
