@@ -376,14 +376,9 @@ def sweep(
         reason = _row_refusal(base, {a: table[a][first] for a in axes})
         if reason is not None and not usable.any() and not (as_csv or output):
             raise reason
-        if reason is not None:
-            why = f"--{reason.field.replace('_', '-')}: " if reason.field else ""
-            print_notes(
-                [
-                    f"{int((~usable).sum()):,} of {usable.size:,} rows are refused, e.g. {why}"
-                    f"{reason.reason}"
-                ]
-            )
+        if reason is not None:  # worded as the root prints an error (--bandwidth, not _Gbps)
+            refused = f"{int((~usable).sum()):,} of {usable.size:,} rows are refused"
+            print_notes([f"{refused}, e.g. {error_line(reason, [])}"])
     if as_csv or output:
         write_table(table, output)
     if output:

@@ -22,6 +22,15 @@ from bandwall.errors import CatalogError, ConfigError, unknown_choice
 ACTIVATION_BYTES_PER_TOKEN_PER_HIDDEN = 34
 
 
+class DimensionMismatchError(ValueError):
+    """Two dimensions that do not fit together: `field` is the one a user changes, `reason`
+    says why in the options' own words (`--hidden 100 is not divisible by --heads 3`)."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(f"--{field.replace('_', '-')} {reason}")
+        self.field, self.reason = field, reason
+
+
 class Transformer(BaseModel):
     """A dense or MoE decoder/encoder transformer described by its dimensions."""
 
@@ -60,18 +69,21 @@ class Transformer(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Transformer:
-        # messages in the options' own words (the field a user fixes comes first)
         if self.head_size is None and self.hidden % self.heads:
-            raise ValueError(
-                f"--hidden {self.hidden} is not divisible by --heads {self.heads} (or give "
-                "--head-dim)"
+            raise DimensionMismatchError(
+                "hidden",
+                f"{self.hidden} is not divisible by --heads {self.heads} (or give --head-dim)",
             )
         if self.kv_heads is not None and self.heads % self.kv_heads:
-            raise ValueError(f"--kv-heads {self.kv_heads} does not divide --heads {self.heads}")
+            raise DimensionMismatchError(
+                "kv_heads", f"{self.kv_heads} does not divide --heads {self.heads}"
+            )
         if self.top_k > self.experts:
-            raise ValueError(f"--top-k {self.top_k} exceeds --experts {self.experts}")
+            raise DimensionMismatchError("top_k", f"{self.top_k} exceeds --experts {self.experts}")
         if self.dense_layers > self.layers:
-            raise ValueError(f"--dense-layers {self.dense_layers} exceeds --layers {self.layers}")
+            raise DimensionMismatchError(
+                "dense_layers", f"{self.dense_layers} exceeds --layers {self.layers}"
+            )
         return self
 
     # --- dimensions -------------------------------------------------------------------------
@@ -246,11 +258,8 @@ def custom_transformer(**dims: object) -> Transformer:
         return Transformer.model_validate(clean)
     except ValidationError as exc:
         err = exc.errors()[0]
+        cause = (err.get("ctx") or {}).get("error")
+        if isinstance(cause, DimensionMismatchError):  # two fields that do not fit together
+            raise ConfigError(cause.reason, field=cause.field) from None
         msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["loc"]:  # one field out of its bounds
-            raise ConfigError(msg, field=str(err["loc"][0])) from None
-        # two fields that do not fit together: the message starts with the one to fix
-        flag, _, rest = msg.partition(" ")
-        if flag.startswith("--"):
-            raise ConfigError(rest, field=flag[2:].replace("-", "_")) from None
-        raise ConfigError(msg, field="model") from None
+        raise ConfigError(msg, field=str(err["loc"][0]) if err["loc"] else "model") from None
