@@ -12,7 +12,7 @@ from rich.table import Table
 from bandwall.planning.api import BREAKDOWN_KEYS, Plan
 from bandwall.planning.request import field_flag
 from bandwall.report._keyed import Column, KeyedTable
-from bandwall.report.text import fmt_num
+from bandwall.report.text import csv_cell, fmt_num
 from bandwall.workloads import Transformer
 
 if TYPE_CHECKING:
@@ -717,7 +717,7 @@ def _write_csv(table: dict[str, np.ndarray], fh: Any) -> None:
 
 def _cell(value: Any) -> str:
     if isinstance(value, np.bool_ | bool):
-        return "true" if value else "false"
+        return str(csv_cell(bool(value)))
     if isinstance(value, str):
         return value
     f = float(value)

@@ -56,11 +56,12 @@ def print_csv(rows: Any) -> None:
     writer = csv.DictWriter(sys.stdout, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for r in flat:
-        writer.writerow({k: _csv_cell(v) for k, v in r.items()})
+        writer.writerow({k: csv_cell(v) for k, v in r.items()})
 
 
-def _csv_cell(value: Any) -> Any:
-    """Empty for None; booleans as JSON spells them (`true`), as `sweep`'s CSV does."""
+def csv_cell(value: Any) -> Any:
+    """Empty for None; booleans as JSON spells them (`true`), in every command's CSV (plan's
+    rows here, sweep's columns in report.tables); anything else as it is."""
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -242,7 +242,8 @@ def read_file(path: str) -> tuple[str, list[Entry], list[str]]:
 
     _check(path)
     head = _head(path)
-    if "\ufffd" in head[:4096] and head[:4096].count("\ufffd") * 20 > len(head[:4096]):
+    sniff = head[:4096]
+    if sniff.count("\ufffd") * 20 > len(sniff):  # over 5% undecodable: not text
         # bytes that are not text (an executable, an image, a checkpoint): not a config, and
         # read as a launch script its bytes gave flags that 'contradict' each other
         raise ConfigError(
