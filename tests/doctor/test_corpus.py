@@ -52,9 +52,9 @@ def test_accuracy_on_the_build_and_held_out_parts(capsys: object) -> None:
         assert s["top1"] >= 0.80, (split, s)
         assert s["healthy_false_alarms"] == 0, (split, s)
     assert out["build"]["named"] >= 0.90, out["build"]
-    # issue 27 asks for 90% named on the held-out part too; since blind sets 9-12 joined the
-    # corpus (2026-12-06, each scored once before it joined) the held-out part names 36 of 43
-    # causes (83.7%), and its misses stay unread so it stays held out: this floor guards
+    # issue 27 asks for 90% named on the held-out part too; since blind sets 9-13 joined the
+    # corpus (2026-12-06, each scored once before it joined) the held-out part names 38 of 47
+    # causes (80.9%), and its misses stay unread so it stays held out: this floor guards
     # against regression, it does not claim the target
     assert out["heldout"]["named"] >= 0.80, out["heldout"]
 
