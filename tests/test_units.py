@@ -17,7 +17,16 @@ def test_sizes_use_binary_suffixes_like_nccl_tests() -> None:
     assert parse_size("8M") == 8 * 1024**2
     assert parse_size("2G") == 2 * 1024**3
     assert parse_size("4096") == 4096
-    assert parse_size("1KB") == 1024
+    assert parse_size("1KiB") == 1024
+    assert parse_size("1 GiB") == 1024**3
+
+
+@pytest.mark.parametrize("text", ["100GB", "1kb", "8 MB"])
+def test_decimal_looking_sizes_are_refused_with_both_spellings(text: str) -> None:
+    """'100GB' is 1e11 bytes to most readers and 100 GiB to nccl-tests': neither is guessed."""
+    with pytest.raises(ConfigError, match=r"ambiguous: write .*iB for binary .*e\d+") as err:
+        parse_size(text)
+    assert err.value.field == "size"
 
 
 def test_size_range_default_factor_two_and_explicit_steps() -> None:

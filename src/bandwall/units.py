@@ -14,7 +14,8 @@ Every parser here is strict in the same way, because each was once the way in fo
 - finite and within the caller's bounds (`nan`, `inf`, `1e999` are refused, never compared);
 - bits and bytes explicit in rates: `100Gb`, `100Gbit`, `100Gbps` are bits per second,
   `12.5GBps` and `12.5GB/s` bytes per second, and a bare `100GB` (a size) is refused with the
-  two spellings it could have meant;
+  two spellings it could have meant; a size written `100GB` is refused the same way (binary
+  `100G`/`100GiB` as nccl-tests, or `100e9` bytes);
 - ranges count their values before building any, and say when the last value stops short of
   the end (`10Gbps:800Gbps:x4` ends at 640 Gb/s).
 
@@ -134,7 +135,8 @@ def parse_int(
 
 
 _SIZE_SUFFIX = {"": 1, "B": 1, "K": KiB, "M": MiB, "G": GiB, "T": TiB, "P": PiB}
-_SIZE_RE = re.compile(rf"^\s*({_NUM})\s*([KMGTP]?)(?:I?B)?\s*$", re.IGNORECASE | re.ASCII)
+_DECIMAL_EXP = {"K": 3, "M": 6, "G": 9, "T": 12, "P": 15}
+_SIZE_RE = re.compile(rf"^\s*({_NUM})\s*([KMGTP]?)(I?B)?\s*$", re.IGNORECASE | re.ASCII)
 
 
 def parse_size(text: str, field: str = "size") -> int:
@@ -148,7 +150,17 @@ def parse_size(text: str, field: str = "size") -> int:
         raise ConfigError(
             f"malformed size {text[:40]!r}; use bytes or a K/M/G/T suffix, e.g. 64K", field=field
         )
-    value = _finite(m.group(1), field) * _SIZE_SUFFIX[m.group(2).upper()]
+    prefix, unit = m.group(2).upper(), (m.group(3) or "").upper()
+    if prefix and unit == "B":
+        # '100GB' reads as 1e11 bytes to most people and as 100 GiB to nccl-tests users:
+        # refused rather than guessed, like a bare '100GB' bandwidth
+        raise ConfigError(
+            f"size {text.strip()[:40]!r} is ambiguous: write {m.group(1)}{prefix} or "
+            f"{m.group(1)}{prefix}iB for binary (as nccl-tests), or plain bytes such as "
+            f"{m.group(1)}e{_DECIMAL_EXP[prefix]}",
+            field=field,
+        )
+    value = _finite(m.group(1), field) * _SIZE_SUFFIX[prefix]
     if value < 1 or value != math.floor(value):
         raise ConfigError(f"size {text!r} must be a whole number of bytes >= 1", field=field)
     if value > MAX_SIZE_BYTES:

@@ -56,7 +56,7 @@ def test_forced_algorithm_and_table_output(run_cli) -> None:  # type: ignore[no-
         "collective", "--ranks", "16", "--fabric", "roce-400", "--algo", "ring", "--sizes", "1M,1G"
     )
     assert r.code == 0, r.err
-    assert "busbw(GB/s)" in r.out and "ring" in r.out and "1G" in r.out
+    assert "busbw" in r.out and "(GB/s)" in r.out and "ring" in r.out and "1G" in r.out
     ring = json.loads(
         run_cli(
             "collective",
@@ -162,6 +162,11 @@ def test_rank_lists_and_scale_up_only_fabric(run_cli) -> None:  # type: ignore[n
         (["--wan", "nope", "--nodes-per-site", "1"], "--wan:", "internet-10g"),
         (["--scale-up", "nope"], "--scale-up:", "nvlink4, nvlink4-h800"),
         (["--rdma-cc", "srd"], "--rdma-cc:", "'auto', 'dcqcn' or 'pfc'"),
+        # a part-filled node is not a job NCCL sees; the error names the counts that work
+        (["--ranks", "8", "--gpus-per-node", "3"], "ranks", "(6 or 9)"),
+        (["--ranks", "2:48:x2", "--gpus-per-node", "3"], "4 ranks", "at most 3"),
+        (["--ranks", "8KB"], "ranks", "not bytes"),
+        (["--sizes", "100GB"], "sizes", "100G or 100GiB"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(run_cli, args: list[str], field: str, hint: str) -> None:  # type: ignore[no-untyped-def]
@@ -257,3 +262,17 @@ def test_bandwidth_below_one_gb_per_s_keeps_three_digits(run_cli) -> None:  # ty
     row = json.loads(run_cli(*args, "--sizes", "1M", "--json").out)[0]
     assert 0 < row["busbw_GBps"] < 0.01
     assert f"{row['busbw_GBps']:#.3g}" in out and " 0.00 " not in out
+
+
+def test_rank_counts_take_k_like_gpus_and_tables_fit_80_columns(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`--ranks 1k` is 1,024 as `--gpus 1k` is; the widest cells (a 6-digit rank count, a
+    size that is no whole binary unit, a time past 0.1 s, collnet's name) stay within 80
+    columns, none cut."""
+    rows = json.loads(run_cli("collective", "--ranks", "1k", "--sizes", "1M", "--json").out)
+    assert [r["ranks"] for r in rows] == [1024]
+    args = ("--ranks", "131072", "--sizes", "100G,1000000000,12345")
+    r = run_cli("collective", *args)
+    assert r.code == 0, r.err
+    assert max(len(line) for line in r.out.splitlines()) <= 80
+    assert "…" not in r.out
+    assert "953.7M" in r.out and "12,345" in r.out and "nvls_tree/Simple" in r.out

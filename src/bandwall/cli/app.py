@@ -69,12 +69,15 @@ def catalog(
 
 
 def _check_ranks(text: str) -> list[int]:
-    """'64', '8,16,64' or '8:1024[:x2]' into rank counts, each >= 2."""
+    """'64', '8,16,64', '1k' or '8:1024[:x2]' into rank counts, each >= 2 (K = 1,024, as
+    --gpus everywhere)."""
     from bandwall.units import parse_size_range
 
     stripped = text.strip()
     if stripped.startswith("-") or stripped == "0" or stripped.startswith("0:"):
         raise ConfigError(f"must be >= 2, got {text!r}", field="ranks")
+    if "B" in stripped.upper():
+        raise ConfigError(f"{text!r} must be counts (K = 1,024), not bytes", field="ranks")
     try:
         values = [int(v) for v in parse_size_range(text, "ranks")]
     except ConfigError as exc:
@@ -83,12 +86,24 @@ def _check_ranks(text: str) -> list[int]:
             f"8:1024:x2 ({exc.reason})",
             field="ranks",
         ) from None
-    if any(k in text.upper() for k in "KMGT"):
-        raise ConfigError(f"{text!r} must be plain numbers, without size suffixes", field="ranks")
     bad = [r for r in values if r < 2 or r > 1 << 24]
     if bad:
         raise ConfigError(f"must be >= 2 and <= {1 << 24:,}, got {bad[0]:,}", field="ranks")
     return values
+
+
+def _check_whole_nodes(rank_counts: list[int], gpus_per_node: int) -> None:
+    """Ranks beyond one node fill whole nodes, as `plan` asks of --gpus: the model prices
+    n / gpus-per-node nodes, and a job of 8 ranks on nodes of 3 is not one NCCL sees."""
+    ragged = [r for r in rank_counts if r > gpus_per_node and r % gpus_per_node]
+    if ragged:
+        r, g = ragged[0], gpus_per_node
+        raise ConfigError(
+            f"{r:,} ranks do not fill whole nodes of {g}: give at most {g} or a multiple of "
+            f"{g} ({r // g * g:,} or {(r // g + 1) * g:,}), or a --gpus-per-node that divides "
+            f"{r:,}",
+            field="ranks",
+        )
 
 
 def collective(
@@ -214,6 +229,7 @@ def collective(
     the_proto = parse_protocol(protocol) if protocol else None
     window = float(parse_size(tcp_window, "tcp_window")) if tcp_window else None
     rank_counts = _check_ranks(ranks)
+    _check_whole_nodes(rank_counts, gpus_per_node)
     size_array = parse_size_range(sizes)
     topo = collective_topology(
         max_ranks=max(rank_counts),

@@ -537,26 +537,43 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
     return t
 
 
-def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """nccl-tests-like rows of the collective model."""
+def _size_cell(size_b: int) -> str:
+    """nccl-tests' binary suffix where the size is a whole number of units; otherwise bytes
+    with separators up to 99,999, then a binary suffix with one decimal (the JSON keeps the
+    exact bytes)."""
     from bandwall.units import format_size
 
+    exact = format_size(size_b)
+    if not exact.isdigit() or size_b < 100_000:
+        return exact if not exact.isdigit() else f"{size_b:,}"
+    for suffix, power in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
+        if size_b >= 1 << power:
+            return f"{size_b / (1 << power):,.1f}{suffix}"
+    return f"{size_b:,}"
+
+
+def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """nccl-tests-like rows of the collective model."""
+
     table = Table(title=title)
+    # units on a second header line and no decimals past 0.1 s: the widest rows (a 7-digit
+    # rank count, collnet_direct/Simple*) still fit 80 columns without cutting a cell
     for col, justify in (
         ("ranks", "right"),
         ("size", "right"),
-        ("time(us)", "right"),
-        ("algbw(GB/s)", "right"),
-        ("busbw(GB/s)", "right"),
+        ("time\n(us)", "right"),
+        ("algbw\n(GB/s)", "right"),
+        ("busbw\n(GB/s)", "right"),
         ("algo/proto", "left"),
     ):
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for row in rows:
         size_b = int(row["size_bytes"])
+        time_us = float(row["time_s"]) * 1e6
         table.add_row(
             f"{int(row['ranks']):,}",
-            format_size(size_b),
-            fmt_num(float(row["time_s"]) * 1e6, 2),
+            _size_cell(size_b),
+            fmt_num(time_us, 2 if time_us < 1e5 else 0),
             _bandwidth(float(row["algbw_GBps"])),
             _bandwidth(float(row["busbw_GBps"])),
             f"{row['algo']}/{row['protocol']}" if row.get("protocol") else str(row["algo"]),
