@@ -187,3 +187,19 @@ def test_a_server_serves_what_arrives() -> None:
     assert r["cost_per_million_tokens_usd"] == pytest.approx(
         gpu_usd_per_s / r["tokens_per_s"] * 1e6
     )
+
+
+def test_compare_infer_takes_the_serving_options_infer_takes(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`compare --infer --request-rate 5` prices the server scenario on each preset as `infer
+    --request-rate 5` does on one; without --infer the option would be ignored, so it is
+    refused."""
+    import json
+
+    args = ("--gpus", "8", "--request-rate", "5", "--dataset", "sharegpt", "--json")
+    rows = json.loads(run_cli("compare", "--infer", "--presets", "ai-factory-ib", *args).out)
+    alone = json.loads(run_cli("infer", "--preset", "ai-factory-ib", *args).out)
+    for key in ("scenario", "request_rate_per_s", "dataset", "ttft_p90_s", "tokens_per_s"):
+        assert rows[0][key] == alone[key], key
+    assert rows[0]["scenario"] == "server" and rows[0]["request_rate_per_s"] == 5
+    r = run_cli("compare", "--request-rate", "5")
+    assert r.code == 2 and "--request-rate" in r.err and "add --infer" in r.err

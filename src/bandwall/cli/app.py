@@ -303,7 +303,15 @@ def _split(text: str, field: str) -> list[str]:
     return items
 
 
-@with_request_options(skip=("preset",), configs=True)
+def _compare_fields() -> list[str]:
+    """compare's options: the training request's, then the serving ones `--infer` uses (the
+    same spellings as `bandwall infer`)."""
+    from bandwall.planning.request import INFER_FIELDS, PlanRequest
+
+    return [*PlanRequest.model_fields, *INFER_FIELDS]
+
+
+@with_request_options(skip=("preset",), configs=True, names=_compare_fields())
 def compare(
     fields: dict[str, Any],
     presets_: Annotated[
@@ -326,7 +334,12 @@ def compare(
     from bandwall.report.tables import compare_tables
 
     if not infer:  # serving-only options on a training comparison would be ignored
-        for name, value in (("infer_models", infer_models), ("chart", chart)):
+        from bandwall.planning.request import INFER_FIELDS
+
+        serving = {"infer_models": infer_models, "chart": chart} | {
+            k: v for k, v in fields.items() if k in INFER_FIELDS
+        }
+        for name, value in serving.items():
             if value is not None:
                 raise ConfigError("applies to serving only; add --infer", field=name)
     keys = _split(presets_, "presets") if presets_ is not None else list(presets())
