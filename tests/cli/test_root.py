@@ -13,6 +13,7 @@ import pytest
 
 from bandwall.cli.options import _completer, field_choices
 from bandwall.cli.root import COMMANDS, load_command
+from bandwall.model.vocab import Recompute
 from bandwall.planning.request import PlanRequest, field_flag
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -59,7 +60,8 @@ def test_completion_offers_catalog_keys_and_commands() -> None:
     assert "plan" in _complete("bandwall pl")
     assert _complete("bandwall plan --preset ai-factory-i") == ["ai-factory-ib"]
     assert "H100-SXM" in _complete("bandwall sweep --gpu ")
-    assert set(_complete("bandwall plan --recompute ")) == {"auto", "selective", "full", "none"}
+    assert set(_complete("bandwall plan --recompute ")) == {r.value for r in Recompute}
+    assert _complete("bandwall plan --recompute save_q") == ["save_qkv_proj"]
 
 
 def test_every_choice_option_completes_to_its_choices() -> None:

@@ -472,6 +472,38 @@ def test_auto_recomputes_just_enough_layers() -> None:
     assert (tight, every) == pytest.approx((low + LOGITS, 1.0), rel=EXACT)
 
 
+@pytest.mark.parametrize(
+    ("policy", "kept_h", "rerun_h", "attention"),
+    [
+        # kept per token-layer besides the block input (h): q, k, v are 3h, the context h,
+        # out_proj h, the MLP's first matmul 4h, its last h. Projection FLOPs per token ∝
+        # qkv 3h + out h + up 4h + down 4h = 12h; down never reruns (its output only feeds
+        # the next layer's kept carry)
+        (Recompute.SAVE_QKV_PROJ, 3, 1 + 4, True),  # reruns out and up, and attention
+        (Recompute.SAVE_OUT_PROJ, 1, 3 + 4, True),  # qkv again to rerun attention
+        (Recompute.SAVE_DOT_EXCEPT_MLP, 3 + 1, 4, True),
+        (Recompute.SAVE_DOT_EXCEPT_MLPWI, 3 + 1 + 1, 4, True),
+        (Recompute.SAVE_DOT_WITH_CONTEXT_EXCEPT_MLP, 3 + 1 + 1, 4, False),
+        (Recompute.MINIMAL, 3 + 1 + 4 + 1, 0, True),  # attention reruns for out's input
+        (Recompute.MINIMAL_WITH_CONTEXT, 3 + 1 + 1 + 4 + 1, 0, False),
+    ],
+)
+def test_maxtext_remat_policies_by_hand(
+    policy: Recompute, kept_h: int, rerun_h: int, attention: bool
+) -> None:
+    """MaxText's named policies (layers/decoders.py get_remat_policy) on the classic layer
+    (no GQA, 2-matrix MLP of 4h): 2 B per kept element plus the block input, over 8 layers ×
+    1,024 tokens, no layer fully recomputed."""
+    w = classic()
+    saved = memory.REMAT_POLICY_SAVES[policy]
+    share, reruns_attention = memory.policy_rerun(w, saved)
+    assert share == pytest.approx(rerun_h / 12, rel=EXACT)
+    assert reruns_attention is attention
+    got, full = acts(w, policy)
+    assert got == pytest.approx(2 * (1 + kept_h) * H * 8192 + LOGITS, rel=EXACT)
+    assert full == 0.0
+
+
 # --- faults -----------------------------------------------------------------------------------
 
 

@@ -121,13 +121,15 @@ def test_out_of_fold_residuals_are_wider_than_in_sample(
     fit_results: list[fit_published.RunResult], out_of_fold: list[fit_published.RunResult]
 ) -> None:
     """Constants fitted without a run price it no better than constants fitted with it: the
-    reason the ranges come from the cross-validation. The p10-p90 spread of 83 runs moves one
-    run at a time, so "no better" allows 2% (2026-12-06: out of fold 0.467, in sample 0.470,
-    the tenth and ninetieth percentiles landing on neighbouring runs)."""
+    reason the ranges come from the cross-validation. Judged on the mean |log residual| and
+    its standard deviation, which every run moves a little; the p10-p90 spread of 83 runs
+    lands on neighbouring runs and moved either way (2026-12-06: out of fold 0.447, in sample
+    0.464, while the mean |log| was 0.138 against 0.122)."""
     measured = {r.id: r.measured_step_s for r in fit_results}
 
-    def spread(results: list[fit_published.RunResult]) -> float:
-        logs = [math.log(measured[r.id] / r.predicted_step_s) for r in results]
-        return fit_published.quantile(logs, 0.9) - fit_published.quantile(logs, 0.1)
+    def logs(results: list[fit_published.RunResult]) -> list[float]:
+        return [math.log(measured[r.id] / r.predicted_step_s) for r in results]
 
-    assert spread(out_of_fold) >= 0.98 * spread(fit_results)
+    inside, outside = logs(fit_results), logs(out_of_fold)
+    assert statistics.mean(map(abs, outside)) >= statistics.mean(map(abs, inside))
+    assert statistics.pstdev(outside) >= statistics.pstdev(inside)

@@ -384,3 +384,34 @@ def test_moe_rows_without_expert_tp_take_their_sources_default() -> None:
     assert (bridge.tp, bridge.etp) == (2, 1)
     dense = request_for_run(rows["sc21-gpt-3.6b-a100-64"])
     assert dense.tp > 1 and dense.etp == 1
+
+
+#: Published layouts the memory model cannot hold, with why: torchtitan's Llama 4 Scout table
+#: states local batch 10 × 8,192 tokens with no activation checkpointing over 48 layers:
+#: Korthikanti et al.'s 34h B per token-layer (eq. 2 without scores) at h = 5,120 is 174 kB,
+#: × 81,920 tokens × 48 layers = 685 GB, 3.7 × a GB200's 186 GB before weights or states.
+MEMORY_EXCEPTIONS = {
+    "torchtitan-llama4-scout-gb200-bf16-256",
+    "torchtitan-llama4-scout-gb200-mxfp8-256",
+}
+
+
+def test_published_layouts_fit_the_memory_model() -> None:
+    """A layout a published run used is not one `plan` would refuse (issue 21): every row's
+    predicted memory is within the planner's tolerance of the GPU's, MaxText's rows priced
+    with the remat policy they name (save_qkv_proj priced as Megatron-selective kept 2.8 ×
+    an H100's memory)."""
+    from bandwall.measure.calibrate.runs import load_runs, request_for_run, validate_runs
+    from bandwall.planning.api import MEMORY_TOLERANCE
+
+    over = {
+        r.id: round(r.memory_ratio, 2)
+        for r in validate_runs()
+        if r.memory_ratio > 1 + MEMORY_TOLERANCE
+    }
+    assert set(over) == MEMORY_EXCEPTIONS, over
+    rows = {r["id"]: r for r in load_runs()}
+    maxtext = request_for_run(rows["dgxc2502-maxtext-llama3-70b-h100-bf16-128"])
+    assert maxtext.recompute == "save_qkv_proj"
+    renamed = request_for_run(rows["maxtext-llama2-7b-a3-h100-8"])
+    assert renamed.recompute == "minimal_with_context"  # minimal_flash's current name

@@ -19,6 +19,7 @@ if not os.path.exists("/usr/bin/chromium"):
     pytest.skip("Debian chromium not installed", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api")
 
+from bandwall.model.vocab import Recompute  # noqa: E402
 from bandwall.planning.request import PlanRequest, field_meta  # noqa: E402
 from tests.web.seed import CHROMIUM, CHROMIUM_ARGS, running_server, seed_db  # noqa: E402
 
@@ -84,7 +85,7 @@ def test_form_has_every_request_field(page: Any, base: str, docs_out: Path) -> N
         if field_meta(name)["group"] == "layout" and info.default is None:
             assert control.input_value() == "" and control.get_attribute("placeholder") == "search"
     enum = page.locator("#recompute option").evaluate_all("os => os.map(o => o.value)")
-    assert set(enum) == {"none", "selective", "full", "auto"}
+    assert set(enum) == {r.value for r in Recompute}
 
 
 def test_plan_error_next_to_field_and_shareable_address(

@@ -175,6 +175,17 @@ STACKS = {
         "(its default policy without PP), FSDP2 implicit forward prefetch and one-layer "
         "backward prefetch; reduce-scatter in every backward (torchtitan/distributed).",
     ),
+    Stack.MAXTEXT: StackBehaviour(
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        reshard_after_forward=True,
+        reduce_every_microbatch=True,
+        source="MaxText on GPU shards weights, gradients and optimizer state over its 'fsdp' "
+        "mesh axis (GSPMD): XLA all-gathers each scanned layer's weights in forward and again "
+        "in backward and reduce-scatters its gradients, scheduled behind compute by the "
+        "latency-hiding scheduler its GPU recipes enable "
+        "(--xla_gpu_enable_latency_hiding_scheduler=true).",
+    ),
     Stack.DEEPSPEED: StackBehaviour(
         overlap_grad_reduce=False,
         overlap_param_gather=False,

@@ -512,8 +512,9 @@ DEFAULT_FP8_RECIPE = {"blackwell": "mxfp8"}
 
 def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
     """How kernels are issued: CUDA graphs when asked; fused kernels with Megatron's and
-    DeepSpeed's TransformerEngine/apex layers or torch.compile; eager PyTorch otherwise
-    (FSDP2 without compile)."""
+    DeepSpeed's TransformerEngine/apex layers, torch.compile or XLA (MaxText, which fuses
+    element-wise ops into their producers); eager PyTorch otherwise (FSDP2 without
+    compile)."""
     if opt.cuda_graphs:
         return compute.LaunchMode.GRAPHS
     if opt.compile or opt.stack is not Stack.FSDP2:
@@ -565,7 +566,8 @@ def attention_kernel(arch: str, best: str, stack: Stack, requested: str | None) 
     stacks (torchtitan, llm-foundry) call PyTorch's scaled_dot_product_attention, whose flash
     backend is the FlashAttention-2 that PyTorch vendors (aten/src/ATen/native/transformers/
     cuda/flash_attn); FA3 is a separate package. Megatron and NeMo run TransformerEngine's
-    cuDNN fused attention, FA3-class on Hopper. So on Hopper FSDP2 gets FA2. A kernel the
+    cuDNN fused attention, FA3-class on Hopper, as MaxText's GPU recipes do
+    (attention=cudnn_flash_te). So on Hopper FSDP2 gets FA2. A kernel the
     architecture cannot run (FA3 off Hopper, FA4 off Blackwell) falls back to its best."""
     if requested is not None:
         own = {"fa3": "hopper", "fa4": "blackwell"}.get(requested, arch)
@@ -578,8 +580,9 @@ def attention_kernel(arch: str, best: str, stack: Stack, requested: str | None) 
 def _fp8_is_transformer_engine(opt: StepOptions) -> bool:
     """Whether the stack's fp8 is TransformerEngine's (Megatron/NeMo, DeepSpeed's Megatron
     layers), which caches fp8 weights and keeps fp8 activations, or torchao's float8 (the
-    fsdp2 stack: torchtitan), which does neither."""
-    return opt.stack is not Stack.FSDP2
+    fsdp2 stack: torchtitan), which does neither; MaxText's fp8 dot_general (AQT/Flax fp8
+    ops) casts each step's weights inside the jitted step, as torchao does."""
+    return opt.stack not in (Stack.FSDP2, Stack.MAXTEXT)
 
 
 def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
@@ -697,7 +700,15 @@ def _layer_compute(
     # core attention does; the unfused scores without FlashAttention); torchtitan's op-level
     # policy reruns every other matmul and the element-wise kernels. AUTO keeps what fits
     # without rerunning anything (FlashAttention stores no scores).
-    if opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
+    policy = memory.REMAT_POLICY_SAVES.get(opt.recompute)
+    if policy is not None:  # MaxText's named policies: the projections and kernels they drop
+        rerun, attention = memory.policy_rerun(w, policy)
+        selective = (
+            rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s)
+            + mix(dense.fwd_memory_s, moe.fwd_memory_s)
+            + attention * mix(dense.fwd_attention_s, moe.fwd_attention_s)
+        )
+    elif opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
         rerun = memory.op_sac_recomputed_gemm_share(w)
         selective = rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s) + mix(
             dense.fwd_memory_s, moe.fwd_memory_s
@@ -962,7 +973,7 @@ def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:
     (its default reshard policy) and the pipeline schedule syncs gradients only after the
     last micro-batch (torch.distributed.pipelining)."""
     b = data_parallel.STACKS[opt.stack]
-    piped = (d.pp > 1) & (opt.stack is Stack.FSDP2)
+    piped = (d.pp > 1) & (opt.stack in (Stack.FSDP2, Stack.MAXTEXT))
     reshard = np.where(piped, False, b.reshard_after_forward)
     if opt.reshard_after_forward is not None:
         reshard = np.full(np.shape(piped), opt.reshard_after_forward)

@@ -83,6 +83,63 @@ def op_sac_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[fl
     return ACT_BYTES * (h + h), ACT_BYTES * (hq + kv + hq + ffn)
 
 
+#: The matmul outputs MaxText's remat policies keep between forward and backward, by the
+#: checkpoint names of MaxText layers/decoders.py get_remat_policy (`save_only_these_names`):
+#: qkv = query_proj/key_proj/value_proj, context = the attention output, out = out_proj,
+#: mlp_in = mlpwi (gate and up), mlp_out = mlpwo. `minimal` is JAX's
+#: checkpoint_dots_with_no_batch_dims (every projection, not the attention's batched dots);
+#: `minimal_with_context` (formerly minimal_flash) adds the context.
+REMAT_POLICY_SAVES: dict[Recompute, frozenset[str]] = {
+    Recompute.MINIMAL: frozenset({"qkv", "out", "mlp_in", "mlp_out"}),
+    Recompute.MINIMAL_WITH_CONTEXT: frozenset({"qkv", "context", "out", "mlp_in", "mlp_out"}),
+    Recompute.SAVE_DOT_WITH_CONTEXT_EXCEPT_MLP: frozenset({"qkv", "context", "out"}),
+    Recompute.SAVE_DOT_EXCEPT_MLPWI: frozenset({"qkv", "out", "mlp_out"}),
+    Recompute.SAVE_DOT_EXCEPT_MLP: frozenset({"qkv", "out"}),
+    Recompute.SAVE_QKV_PROJ: frozenset({"qkv"}),
+    Recompute.SAVE_OUT_PROJ: frozenset({"out"}),
+}
+
+
+def _mlp_widths(w: Transformer, moe_layer: bool) -> tuple[float, float]:
+    """(MLP width per token, parallel experts per token) of a dense or MoE layer."""
+    if moe_layer:
+        return float(w.moe_ffn or w.ffn or 4 * w.hidden), float(w.top_k + w.shared_experts)
+    return float(w.ffn or 4 * w.hidden), 1.0
+
+
+def policy_elements_per_token_layer(
+    w: Transformer, moe_layer: bool, saved: frozenset[str]
+) -> tuple[float, float]:
+    """Activation bytes per token per layer under a remat policy that keeps `saved` (and the
+    block input, the scanned layer's carry), as (replicated without SP, TP-sharded) like
+    `activation_elements_per_token_layer`."""
+    h, hq, kv = float(w.hidden), float(w.q_dim), float(w.kv_dim)
+    ffn, paths = _mlp_widths(w, moe_layer)
+    gate = 2.0 if w.gated_mlp else 1.0
+    rep = h + h * ("out" in saved) + h * paths * ("mlp_out" in saved)
+    shard = (hq + 2 * kv) * ("qkv" in saved) + hq * ("context" in saved)
+    shard += gate * ffn * paths * ("mlp_in" in saved)
+    return ACT_BYTES * rep, ACT_BYTES * shard
+
+
+def policy_rerun(w: Transformer, saved: frozenset[str]) -> tuple[float, bool]:
+    """(share of the layer's projection FLOPs rerun in backward, whether the attention core
+    reruns) under a remat policy keeping `saved`. Backward needs every projection's input
+    (for its weight gradient) and every nonlinearity's input: the context (out_proj's input)
+    unless kept, by rerunning attention, which needs q, k and v; the out_proj output (the
+    second norm's input after the residual); the MLP's first matmuls (the activation's input
+    and the last matmul's). The last matmul's output only feeds the residual into the next
+    layer's carry, which is kept: it never reruns. The element-wise kernels always rerun."""
+    hq, kv = float(w.q_dim), float(w.kv_dim)
+    ffn = float(w.ffn or 4 * w.hidden)
+    gate = 2.0 if w.gated_mlp else 1.0
+    total = hq + 2 * kv + hq + (gate + 1) * ffn
+    attention = "context" not in saved
+    rerun = (hq + 2 * kv) * (attention and "qkv" not in saved)
+    rerun += hq * ("out" not in saved) + gate * ffn * ("mlp_in" not in saved)
+    return rerun / total, attention
+
+
 def op_sac_recomputed_gemm_share(w: Transformer) -> float:
     """Share of a layer's linear-layer forward FLOPs op-level SAC reruns in backward: the k,
     o and MLP up (w3) matmuls of q, k, v, o, w1, w3, w2."""
@@ -229,7 +286,11 @@ def transformer_activation_bytes(
     """
     seq = float(w.seq_len)
     moe_share = w.moe_layers / w.layers
-    if selective_op:
+    saved = REMAT_POLICY_SAVES.get(recompute)
+    if saved is not None:
+        rep_d, shard_d = policy_elements_per_token_layer(w, False, saved)
+        rep_m, shard_m = policy_elements_per_token_layer(w, True, saved)
+    elif selective_op:
         rep_d, shard_d = op_sac_elements_per_token_layer(w, moe_layer=False)
         rep_m, shard_m = op_sac_elements_per_token_layer(w, moe_layer=True)
     else:
@@ -270,6 +331,9 @@ def transformer_activation_bytes(
         # clipped to [0, 1] (np.minimum/np.maximum: np.clip costs microseconds per call)
         share = np.minimum(1.0, np.maximum(0.0, over / np.maximum(sel - low, 1.0)))
         return sel - share * (sel - low) + logits, share
+    if saved is not None:  # a named remat policy: what it keeps, no layer fully rerun
+        acts = selective * tokens_layers + logits
+        return acts, np.zeros(np.shape(acts))
     acts = per_tok[recompute] * tokens_layers + logits
     return acts, np.full(np.shape(acts), float(recompute is Recompute.FULL))
 

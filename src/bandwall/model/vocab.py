@@ -14,6 +14,15 @@ class Recompute(StrEnum):
     SELECTIVE = "selective"
     FULL = "full"
     AUTO = "auto"
+    # MaxText's remat policies by name (MaxText layers/decoders.py get_remat_policy): the
+    # matmul outputs each keeps are `memory.REMAT_POLICY_SAVES`
+    MINIMAL = "minimal"
+    MINIMAL_WITH_CONTEXT = "minimal_with_context"
+    SAVE_DOT_WITH_CONTEXT_EXCEPT_MLP = "save_dot_with_context_except_mlp"
+    SAVE_DOT_EXCEPT_MLPWI = "save_dot_except_mlpwi"
+    SAVE_DOT_EXCEPT_MLP = "save_dot_except_mlp"
+    SAVE_QKV_PROJ = "save_qkv_proj"
+    SAVE_OUT_PROJ = "save_out_proj"
 
 
 class Mitigation(StrEnum):
@@ -37,3 +46,4 @@ class Stack(StrEnum):
     MEGATRON = "megatron"
     FSDP2 = "fsdp2"
     DEEPSPEED = "deepspeed"
+    MAXTEXT = "maxtext"

@@ -342,11 +342,12 @@ class PlanRequest(DocumentedModel):
     """Search every layout axis, ignoring the ones given (unset axes are always searched)."""
 
     # --- strategy --------------------------------------------------------------------------
-    stack: Literal["megatron", "fsdp2", "deepspeed"] = Field(
+    stack: Literal["megatron", "fsdp2", "deepspeed", "maxtext"] = Field(
         default="megatron", json_schema_extra=_meta("strategy")
     )
     """Training framework whose overlap behaviour applies (docs/model.md lists each one's
-    defaults): megatron (Megatron-Core/NeMo), fsdp2 (torchtitan) or deepspeed (ZeRO)."""
+    defaults): megatron (Megatron-Core/NeMo), fsdp2 (torchtitan), deepspeed (ZeRO) or
+    maxtext (JAX/XLA)."""
     overlap_grad_reduce: bool | None = Field(default=None, json_schema_extra=_meta("strategy"))
     """Reduce gradients during backward (Megatron --overlap-grad-reduce; unset: the stack's
     default)."""
@@ -382,7 +383,8 @@ class PlanRequest(DocumentedModel):
     schedule: Schedule = Field(default=Schedule.INTERLEAVED, json_schema_extra=_meta("strategy"))
     """Pipeline schedule: 1f1b, or interleaved (virtual stages searched or given)."""
     recompute: Recompute = Field(default=Recompute.AUTO, json_schema_extra=_meta("strategy"))
-    """Activation recomputation: auto (just enough to fit), selective, full or none."""
+    """Activation recomputation: auto (just enough to fit), selective, full or none; or a
+    MaxText remat policy by name (minimal, save_qkv_proj, ...: the projections it keeps)."""
     reduce_dtype: Literal["fp32", "bf16"] = Field(
         default="fp32", json_schema_extra=_meta("strategy")
     )

@@ -36,7 +36,7 @@ STACKS: dict[str, tuple[str, int]] = {
     "other": ("megatron", 1),
     "torchtitan": ("fsdp2", 3),
     "fsdp": ("fsdp2", 3),
-    "maxtext": ("fsdp2", 3),
+    "maxtext": ("maxtext", 3),
     "deepspeed": ("deepspeed", 1),
 }
 
@@ -110,7 +110,10 @@ def _recompute(text: str) -> tuple[str | None, int | None]:
         return "full", None
     if t.startswith("none"):
         return "none", None
-    return "selective", None  # torchtitan op-level AC, MaxText minimal, Megatron selective
+    if t.startswith("maxtext:"):  # MaxText's remat policy by name (minimal_flash: renamed)
+        name = t.split(":", 1)[1].split()[0].replace("minimal_flash", "minimal_with_context")
+        return name, None
+    return "selective", None  # torchtitan op-level AC, Megatron selective
 
 
 def _fp8_recipe(text: str) -> str | None:
