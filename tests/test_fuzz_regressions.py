@@ -13,6 +13,7 @@ to read, not an option), never a traceback; and never a 500 from the web API.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -222,3 +223,118 @@ def test_serve_on_a_port_in_use_is_one_line(
         out = check(["serve", "--port", str(port)], capsys)
     assert out.code == 2, out
     assert out.err.startswith("error: --port: cannot listen on 127.0.0.1:"), out.err
+
+
+# --- a third round (2026-12-06, hand-made inputs a helper tried after the explore profile
+# found nothing): subnormal bounds, stage layers, stdout, quantiles ------------------------
+
+THIRD = [
+    # a subnormal positive passed `gt=0` and printed inf/NaN with exit 0
+    (["plan", "--gemm-efficiency", "1e-320"], "--gemm-efficiency"),
+    (["plan", "--bucket-MiB", "1e-320"], "--bucket-MiB"),
+    (["plan", "--slow-link-speed", "1e-320", "--slow-link-fraction", "0.5"], "--slow-link-speed"),
+    (["plan", "--checkpoint-GBps", "1e-320"], "--checkpoint-GBps"),
+    (["plan", "--tokens", "1e-300"], "--tokens"),
+    (["infer", "--request-rate", "1e-320"], "--request-rate"),
+    # stage layers that leave another stage empty, or more than the model has (Megatron
+    # asserts; bandwall priced a 40-layer Llama 3 8B)
+    (["plan", "--pp", "4", "--pp-first-stage-layers", "40"], "--pp-first-stage-layers"),
+    (
+        ["plan", "--pp", "2", "--pp-first-stage-layers", "30", "--pp-last-stage-layers", "30"],
+        "--pp-first-stage-layers",
+    ),
+    (["plan", "--pp", "1", "--pp-first-stage-layers", "3"], "--pp-first-stage-layers"),
+    # an empty output path was taken as no output
+    (["sweep", "--gpus", "8,16", "-o", ""], "--output"),
+    # the ranks parser spoke of byte sizes
+    (["collective", "--ranks", "1e308"], "--ranks"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), THIRD, ids=[" ".join(a)[:40] for a, _ in THIRD])
+def test_third_round_inputs_are_one_line(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 2, out
+    assert field in out.err and "size" not in out.err, out.err
+
+
+def test_a_given_first_stage_leaves_the_rest_to_the_others(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """Megatron spreads what --decoder-first-pipeline-num-layers leaves over the other
+    stages: 29 of Llama 3 8B's 32 on the first of 4 leaves one layer each to the other three
+    (the last kept the even split's 8: 37 layers priced)."""
+    import json
+
+    args = ["plan", "--gpus", "64", "--pp", "4", "--tp", "1", "--cp", "1", "--zero", "1"]
+    args += ["--micro-batch", "1", "--virtual-stages", "1", "--json"]
+    even = json.loads(run_cli(*args).out)
+    given = json.loads(run_cli(*args, "--pp-first-stage-layers", "29").out)
+    # the first stage holds 29 layers where the even split held 8: its compute sets the pace
+    ratio = given["step_time_s"] / even["step_time_s"]
+    assert 29 / 8 * 0.8 < ratio < 29 / 8 * 1.1, ratio
+
+
+def test_serving_quantiles_are_never_negative(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A short prompt's TTFT quantile moved the mean's by the marginal per-token cost and went
+    below zero (p50 -13.3 ms at 0.5 requests/s)."""
+    import json
+
+    for extra in (["--request-rate", "0.5"], ["--tp", "8", "--concurrency", "1"]):
+        row = json.loads(run_cli("infer", "--model", "llama3-8b", *extra, "--json").out)
+        quantiles = [row[k] for k in ("ttft_p50_s", "ttft_p90_s", "ttft_p99_s")]
+        assert 0 < quantiles[0] <= quantiles[1] <= quantiles[2], quantiles
+
+
+def test_energy_per_token_counts_the_tokens_the_steps_ran(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A budget below one global batch still runs a whole step: J/token is that step's energy
+    over its tokens (it was divided by the 1,000 asked: 500 J/token)."""
+    import json
+
+    small = json.loads(run_cli("plan", "--gpus", "16", "--tokens", "1000", "--json").out)
+    batch = json.loads(run_cli("plan", "--gpus", "16", "--tokens", "4M", "--json").out)
+    assert small["joules_per_token"] == pytest.approx(batch["joules_per_token"], rel=1e-9)
+
+
+_MAIN = "import sys; from bandwall.cli import main; sys.exit(main())"
+
+
+def _shell(line: str, **env: str) -> Any:
+    """`python -c main ARGS` under sh, so a redirection such as `>&-` applies to the child."""
+    import os
+    import shlex
+    import subprocess
+    import sys
+
+    command = f"{shlex.quote(sys.executable)} -c {shlex.quote(_MAIN)} {line}"
+    return subprocess.run(
+        ["sh", "-c", command],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("args", ["models --json", "presets"])
+def test_stdout_that_cannot_be_written_is_one_line_and_never_exit_0(args: str) -> None:
+    """A full disk (/dev/full) or a closed stdout (`>&-`) ended in a traceback, or in exit 0
+    with nothing printed."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    full = _shell(f"{args} > /dev/full")
+    assert full.returncode == 1, full.stderr
+    assert full.stderr.strip() == (
+        "error: output: cannot write to stdout (No space left on device)"
+    ), full.stderr
+    closed = _shell(f"{args} >&-")
+    assert closed.returncode == 1, closed.stderr
+    assert closed.stderr.strip() == "error: output: cannot write to stdout (stdout is closed)"
+
+
+def test_a_stdout_without_unicode_still_prints_tables() -> None:
+    """PYTHONIOENCODING=ascii (or LANG=C on an old Python) crashed every table on '×'."""
+    r = _shell("plan --gpus 16", PYTHONIOENCODING="ascii")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "16 ? H100-SXM" in r.stdout and "MFU" in r.stdout

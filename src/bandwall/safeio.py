@@ -54,6 +54,8 @@ def checked_path(path: str | os.PathLike[str], *, field: str) -> Path:
     `is_dir()` raise ENAMETOOLONG). Only the text is checked: nothing is touched on disk."""
     text = os.fspath(path)
     shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+    if not text.strip():
+        raise ConfigError("is empty; give a file name", field=field)
     if "\x00" in text:
         raise ConfigError(f"{shown} holds a NUL byte; give a file name", field=field)
     raw = os.fsencode(text)

@@ -34,6 +34,13 @@ def test_imported_nccl_tests_round_trip_through_calibrate_and_validate(
     # the fitted bandwidth is the log's own large-message busbw (3.11 GB/s at 1 GiB, 2 ranks)
     assert fit["bandwidth_Bps"] / 1e9 == pytest.approx(3.11, rel=0.05)
     assert fit["median_abs_error"] < 0.05 and fit["backend"] == "nccl"
+    # the fitted 24.9 Gb/s cannot come from a link of 10: refused, and nothing saved
+    too_slow = runner.invoke(
+        app, ["calibrate", str(run["run_id"]), "--db", db, "--name", "slow", "--rate", "10Gbps"]
+    )
+    assert too_slow.exit_code != 0 and isinstance(too_slow.exception, ConfigError)
+    assert too_slow.exception.field == "rate" and "nothing was saved" in str(too_slow.exception)
+    assert not list((tmp_path / "profiles").glob("slow*"))
     val = runner.invoke(
         app, ["validate", str(run["run_id"]), "--db", db, "--fabric", "measured:efa", "--json"]
     )

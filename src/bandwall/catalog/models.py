@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from bandwall.units import BITS_PER_BYTE
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
-Efficiency = Annotated[float, Field(gt=0.0, le=1.0)]
+#: At least 0.1%: a smaller share (or a subnormal one) prices links in years or at inf.
+Efficiency = Annotated[float, Field(ge=0.001, le=1.0)]
 
 
 class Precision(StrEnum):
@@ -124,7 +125,9 @@ class FabricSpec(_Entry):
     name: str
     tier: Tier
     transport: Transport
-    bandwidth_Gbps: float = Field(gt=0, description="Per endpoint, per direction, gigabits/s.")
+    bandwidth_Gbps: float = Field(
+        ge=0.001, description="Per endpoint, per direction, gigabits/s (at least 1 Mb/s)."
+    )
     latency_us: float = Field(ge=0, description="One-way alpha per algorithm step, microseconds.")
     jitter_mean_us: float = Field(ge=0, description="Mean extra per-message delay.")
     jitter_std_us: float = Field(ge=0, description="Standard deviation of that delay.")

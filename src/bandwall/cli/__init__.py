@@ -8,12 +8,59 @@ root is imported.
 
 from __future__ import annotations
 
+import errno
+import io
+import os
 import sys
 from typing import Any
 
 
+class _ClosedStream(io.TextIOBase):
+    """Stands for a stdout the shell closed (`>&-`): writing raises, so the command fails in
+    one line instead of Rich printing nowhere and exiting 0."""
+
+    def write(self, text: str) -> int:
+        raise OSError(errno.EBADF, "stdout is closed")
+
+
+def _prepare_streams() -> None:
+    """A closed stdout raises on write; a stdout that cannot encode '×' or 'µ' (LANG=C,
+    PYTHONIOENCODING=ascii) prints '?' for them rather than crashing a table."""
+    if sys.stdout is None:
+        sys.stdout = _ClosedStream()
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="replace")
+
+
+def _output_failed(exc: OSError) -> int:
+    """stdout could not take the output (a full disk, a closed or vanished pipe): one line
+    on stderr (none for a reader that left, as `| head` does) and exit 1, never 0. Later
+    flushes go to /dev/null so Python's own exit does not print a second traceback."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.__stdout__.fileno() if sys.__stdout__ else 1)
+    except (OSError, ValueError):
+        pass
+    if exc.errno != errno.EPIPE:
+        sys.stderr.write(f"error: output: cannot write to stdout ({exc.strerror or exc})\n")
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    _prepare_streams()
+    try:
+        code = _run(args)
+        sys.stdout.flush()
+    except OSError as exc:
+        if exc.filename is not None:  # a file a command opened: its own error path missed it
+            raise
+        return _output_failed(exc)
+    return code
+
+
+def _run(args: list[str]) -> int:
     if args[:1] == ["doctor"]:
         from bandwall.cli import doctor
 

@@ -81,9 +81,11 @@ def _check_ranks(text: str) -> list[int]:
     try:
         values = [int(v) for v in parse_size_range(text, "ranks")]
     except ConfigError as exc:
+        # the size parser's own words ("malformed size", "over 1 PiB") would talk of bytes
+        why = "" if "size" in exc.reason or "PiB" in exc.reason else f" ({exc.reason})"
         raise ConfigError(
-            f"malformed value {text!r}; use a whole number >= 2, a list 8,16 or a range "
-            f"8:1024:x2 ({exc.reason})",
+            f"malformed value {text[:40]!r}; use a whole number from 2 to {1 << 24:,}, a list "
+            f"8,16 or a range 8:1024:x2{why}",
             field="ranks",
         ) from None
     bad = [r for r in values if r < 2 or r > 1 << 24]
@@ -378,7 +380,7 @@ def sweep(
     from bandwall.report.tables import sweep_table, write_table
     from bandwall.safeio import check_output
 
-    if output:
+    if output is not None:
         check_output(output, field="output", formats=(".csv", ".parquet"))
 
     axes: dict[str, list[Any]] = {}
@@ -561,6 +563,12 @@ def validate(
     )
 
 
+#: The slowest link a profile may claim (as --bandwidth's floor) and how far above its nominal
+#: rate a fit may land (timing noise on a shaped link; a faster fit means the wrong rate).
+MIN_RATE_GBPS = 0.001
+MAX_FIT_EFFICIENCY = 1.10
+
+
 @with_request_options(configs=True)
 def calibrate(
     fields: dict[str, Any],
@@ -622,12 +630,22 @@ def calibrate(
         )
     run, rows = load_run(results, db)
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
+    if nominal is not None and nominal < MIN_RATE_GBPS:
+        raise ConfigError(f"must be at least {MIN_RATE_GBPS:g} Gb/s, got {rate}", field="rate")
     fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"), backend=run.backend)
+    fit["efficiency"] = (fit["bandwidth_Bps"] * 8 / 1e9 / nominal) if nominal else None
+    if fit["efficiency"] is not None and fit["efficiency"] > MAX_FIT_EFFICIENCY:
+        # a profile faster than its link would price every later plan on it from a wrong rate
+        raise ConfigError(
+            f"the run's fitted {fit['bandwidth_Bps'] * 8 / 1e9:.4g} Gb/s is "
+            f"{fit['efficiency']:.3g} x the {nominal:g} Gb/s given: give the rate the run's link "
+            "had (nothing was saved)",
+            field="rate",
+        )
     path = save_profile(name, fit, run, nominal)
     fit["profile"] = str(path)
     fit["fabric"] = f"measured:{name}"
     fit["nominal_Gbps"] = nominal
-    fit["efficiency"] = (fit["bandwidth_Bps"] * 8 / 1e9 / nominal) if nominal else None
     if as_json:
         print_json(fit)
         return

@@ -115,7 +115,7 @@ def run(
         from bandwall.model.collectives import parse_op
 
         op = parse_op(op).value
-    if html_out:
+    if html_out is not None:
         from bandwall.safeio import check_output
 
         check_output(html_out, field="html", formats=(".html", ".htm"))

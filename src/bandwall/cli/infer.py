@@ -238,7 +238,7 @@ def run_compare_infer(
     from bandwall.planning.request import make_infer_request
     from bandwall.report.text import console, emit, err_console
 
-    if chart:
+    if chart is not None:
         from bandwall.report.plots import IMAGE_FORMATS
         from bandwall.safeio import check_output
 

@@ -374,7 +374,7 @@ def results_export(
     run_id = parse_run_ref(run, "run")
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
-    if output:
+    if output is not None:
         check_output(output, field="output", formats=(f".{fmt}",))
     with Store.reader(db) as store:
         the_run = store.latest() if run_id is None else store.run(run_id)

@@ -220,9 +220,16 @@ def _stage_layers(w: Workload, pp: Any, opt: StepOptions) -> tuple[Any, Any, Any
             opt.pp_last_stage_layers if opt.pp_last_stage_layers is not None else last,
             dtype=np.float64,
         )
-        rest = np.maximum(L - f - la, 0.0)
+        # Megatron splits what the given stages leave evenly over the others (a layout where
+        # that leaves a stage empty is refused: layout.Rule.PP_STAGE_LAYERS)
+        given = (opt.pp_first_stage_layers is not None) + (opt.pp_last_stage_layers is not None)
+        others = np.maximum(pp - given, 1.0)
+        left = L - (opt.pp_first_stage_layers or 0) - (opt.pp_last_stage_layers or 0)
+        share = np.ceil(np.maximum(left, 0.0) / others)
+        f = f if opt.pp_first_stage_layers is not None else share
+        la = la if opt.pp_last_stage_layers is not None else share
         first, last = f, np.where(pp > 1, la, f)
-        mid = np.where(pp > 2, np.ceil(rest / np.maximum(pp - 2, 1.0)), 0.0)
+        mid = np.where(pp > 2, share, 0.0)
     single = pp <= 1
     return (
         np.where(single, L, first),
@@ -260,6 +267,7 @@ def _dims(w: Workload, cl: Cluster, lay: LayoutArrays, opt: StepOptions) -> Dims
         local_sgd_steps=H,
         mitigation=opt.straggler_mitigation,
         workers=workers,
+        stage_layers=(opt.pp_first_stage_layers, opt.pp_last_stage_layers),
     )
     rule = np.where((rule == 0) & off_target, int(Rule.BATCH_DIVISIBLE), rule)
     rule = np.broadcast_to(rule, np.broadcast(tp, workers, gb).shape)
@@ -1247,7 +1255,9 @@ def _energy(w: Workload, cl: Cluster, d: Dims, step: StepTerms, run: RunTerms) -
         flops_per_gpu_step=step.flops / d.n,
         peak_flops=cl.peak_flops,
     )
-    work = run.budget_tokens if isinstance(w, Transformer) else run.steps * d.gb
+    # per token (sample) the job processed: whole steps, so a budget below one global batch
+    # still runs one (dividing by the budget gave 500 J/token for --tokens 1000)
+    work = run.steps * d.gb * (d.seq if isinstance(w, Transformer) else 1.0)
     return energy_terms.job_energy(
         cl.energy, power_W_per_gpu=power, gpus=d.n, seconds=run.wall_s, tokens=work
     )

@@ -86,6 +86,7 @@ class Rule(IntEnum):
     BATCH_DIVISIBLE = 13
     ASYNC_NEEDS_LOCAL_SGD = 14
     DILOCO_WORKERS = 15
+    PP_STAGE_LAYERS = 16
 
 
 def check_layouts(
@@ -98,9 +99,12 @@ def check_layouts(
     local_sgd_steps: int,
     mitigation: Mitigation,
     workers: Any = 1,
+    stage_layers: tuple[int | None, int | None] = (None, None),
 ) -> IntArray:
     """The first broken `Rule` per layout (0 where the layout is valid). Memory fit is not a
-    rule here: the engine computes it (`fits`) from the same layouts."""
+    rule here: the engine computes it (`fits`) from the same layouts. `stage_layers` are the
+    first and last ranks' layers when given (Megatron --decoder-first/last-pipeline-num-layers,
+    which splits the rest over the other ranks; each keeps one or more)."""
     tp, pp, cp, ep, etp, _zero, mb, v, n, gb = lay.floats(cl.num_gpus, global_batch)
     G = float(cl.gpus_per_node)
     model_par = tp * pp * cp
@@ -122,6 +126,16 @@ def check_layouts(
         # Megatron may count the embedding and the loss as a layer each when it splits the
         # model into pp × v chunks (account_for_embedding/loss_in_pipeline_split)
         checks.append((Rule.PP_LAYERS, pp * v > w.layers + 2))
+        if stage_layers != (None, None):
+            given = sum(x or 0 for x in stage_layers)
+            others = pp - sum(x is not None for x in stage_layers)
+            rest = w.layers - given
+            checks.append(
+                (
+                    Rule.PP_STAGE_LAYERS,
+                    (pp <= 1) | (rest < others) | ((others <= 0) & (rest != 0)),
+                )
+            )
     checks += [
         (Rule.INTERLEAVE_NEEDS_PP, (v > 1) & (pp == 1)),
         (Rule.INTERLEAVE_SCHEDULE, (v > 1) & (schedule is Schedule.ONE_F_ONE_B)),
@@ -177,6 +191,7 @@ RULE_FIELD = {
     Rule.BATCH_DIVISIBLE: "global_batch",
     Rule.ASYNC_NEEDS_LOCAL_SGD: "straggler_mitigation",
     Rule.DILOCO_WORKERS: "diloco_workers",
+    Rule.PP_STAGE_LAYERS: "pp_first_stage_layers",
 }
 
 
@@ -236,7 +251,12 @@ def explain(  # noqa: C901
             "parallelism over the scale-out fabric is not modelled",
             field="tp",
         )
-    assert isinstance(w, Transformer) or r not in (Rule.TP_HEADS, Rule.PP_LAYERS, Rule.CP_SEQUENCE)
+    assert isinstance(w, Transformer) or r not in (
+        Rule.TP_HEADS,
+        Rule.PP_LAYERS,
+        Rule.CP_SEQUENCE,
+        Rule.PP_STAGE_LAYERS,
+    )
     if r is Rule.TP_HEADS and isinstance(w, Transformer):
         kv = w.kv_heads or w.heads
         return LayoutError(
@@ -276,6 +296,13 @@ def explain(  # noqa: C901
         return LayoutError(
             f"{global_batch} is not divisible by dp × micro-batch = {dp} × {mb}",
             field="global_batch",
+        )
+    if r is Rule.PP_STAGE_LAYERS and isinstance(w, Transformer):
+        return LayoutError(
+            f"the layers given to the first/last stages must leave at least one of the "
+            f"{w.layers} layers for every other stage (none over when both are given and pp = "
+            f"2), and need pp > 1 (pp = {pp} here)",
+            field="pp_first_stage_layers",
         )
     if r is Rule.ASYNC_NEEDS_LOCAL_SGD:
         return LayoutError(

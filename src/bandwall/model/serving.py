@@ -802,10 +802,16 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
     def phase(p: float) -> Any:  # the running iteration's phase at quantile p
         return np.where(d.b > 1, p * cycle, 0.0)
 
+    def own_at(p: float) -> Any:
+        """The request's own prefill at the p-quantile prompt: the mean's moved by the
+        marginal per-token cost, never below its share of the mean's (a short prompt's TTFT
+        went negative where the marginal cost times the shortfall exceeded the mean's)."""
+        ratio = mix.prompt_at(p) / max(d.prompt, 1.0)
+        moved = own + bt.prefill_token_s * (mix.prompt_at(p) - d.prompt)
+        return np.maximum(moved, np.maximum(own, 0.0) * ratio)
+
     if opt.request_rate_per_s is None:
-        qs = tuple(
-            own + phase(p) + bt.prefill_token_s * (mix.prompt_at(p) - d.prompt) for p in mix.probs
-        )
+        qs = tuple(own_at(p) + phase(p) for p in mix.probs)
         ones = np.ones(np.shape(bt.itl_s))
         return QueueTerms(ones, 0.0 * ones, bt.ttft_s, qs, itl_p99)
     lam = float(opt.request_rate_per_s)
@@ -819,7 +825,7 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
     out = []
     for p in mix.probs:
         tail = np.log(np.maximum(pw, 1e-300) / (1.0 - p)) / drain
-        own_p = own + bt.prefill_token_s * (mix.prompt_at(p) - d.prompt)
+        own_p = own_at(p)
         out.append(np.where(ok, phase(p) + own_p + np.maximum(tail, 0.0), np.inf))
     return QueueTerms(util, wait, np.where(ok, bt.ttft_s + wait, np.inf), tuple(out), itl_p99)
 

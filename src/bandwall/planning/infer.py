@@ -552,6 +552,15 @@ def _notes(
         lo = fitting[0]
         reason = _wider_tp_reason(req, p, lo, lay.tp)
         notes.append(f"tp{lay.tp} rather than the smallest that fits (tp{lo}): {reason}")
+    need = float(row["prompt_tokens"]) + float(row["output_tokens"])
+    if "seq_len" not in req.model_fields_set and need > w.seq_len:
+        # the catalog's length is the model's training sequence; its serving context may be
+        # longer (Llama 3.1 serves 128k), so this is said, not refused
+        notes.append(
+            f"requests of {need:,.0f} tokens are longer than {w.name}'s {w.seq_len:,}-token "
+            "sequence in the catalog; give its context window with --seq-len (a request longer "
+            "than that is refused)."
+        )
     left = req.gpus - int(row["replicas"]) * int(row["gpus_per_replica"])
     if left:
         notes.append(f"{left} GPU(s) left idle: {req.gpus} is not a multiple of the replica.")

@@ -206,7 +206,7 @@ class PlanRequest(DocumentedModel):
     """Provider whose prices, storage and failure rates apply (default: the preset's)."""
     price_per_gpu_hour_usd: float | None = Field(
         default=None,
-        gt=0,
+        ge=1e-4,
         le=1e4,
         json_schema_extra=_meta("cluster", flag="price-per-gpu-hour", vector=True),
     )
@@ -263,7 +263,7 @@ class PlanRequest(DocumentedModel):
     )
     """TCP congestion control on TCP links (Linux default: CUBIC)."""
     tcp_window_bytes: float | None = Field(
-        default=None, gt=0, le=1 << 34, json_schema_extra=_meta("network")
+        default=None, ge=1, le=1 << 34, json_schema_extra=_meta("network")
     )
     """Bytes in flight per TCP stream (default: autotuned 6 MiB; Gloo's fixed send buffer)."""
     in_network: bool | None = Field(default=None, json_schema_extra=_meta("network"))
@@ -434,7 +434,7 @@ class PlanRequest(DocumentedModel):
     or deepep (DeepEP / Megatron's HybridEP: one copy per destination node over the network,
     forwarded to that node's experts over NVLink)."""
     bucket_MiB: float | None = Field(
-        default=None, gt=0, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
+        default=None, ge=0.001, le=1 << 20, json_schema_extra=_meta("strategy", flag="bucket-MiB")
     )
     """Gradient bucket size in MiB (default: the stack's: Megatron-Core max(40M, 1M x dp)
     elements, DeepSpeed 5e8 elements, PyTorch DDP 25 MiB)."""
@@ -443,7 +443,7 @@ class PlanRequest(DocumentedModel):
     )
     """Stragglers: none, backup (spare workers, Chen et al. 2016) or async (local SGD)."""
     gemm_efficiency: float | None = Field(
-        default=None, gt=0, le=1, json_schema_extra=_meta("strategy")
+        default=None, ge=0.01, le=1, json_schema_extra=_meta("strategy")
     )
     """Share of dense peak large GEMMs reach (default: the GPU's, `bandwall catalog perf`)."""
 
@@ -463,9 +463,9 @@ class PlanRequest(DocumentedModel):
     """Evaluate every N training steps (the time counts toward time to train, as in MLPerf)."""
     eval_samples: int = Field(default=0, ge=0, le=1 << 40, json_schema_extra=_meta("budget"))
     """Sequences (or images) per evaluation."""
-    tokens: Count | None = Field(default=None, gt=0, le=1e18, json_schema_extra=_meta("budget"))
+    tokens: Count | None = Field(default=None, ge=1, le=1e18, json_schema_extra=_meta("budget"))
     """Token budget, e.g. 1T or 300B (default: 20 tokens per parameter)."""
-    epochs: float | None = Field(default=None, gt=0, le=1e6, json_schema_extra=_meta("budget"))
+    epochs: float | None = Field(default=None, ge=1e-6, le=1e6, json_schema_extra=_meta("budget"))
     """Epochs for CNNs (default 90)."""
 
     # --- energy ----------------------------------------------------------------------------------
@@ -501,10 +501,10 @@ class PlanRequest(DocumentedModel):
     """Failed share of scale-out links."""
     slow_link_fraction: float = Field(default=0.0, ge=0, lt=1, json_schema_extra=_meta("faults"))
     """Share of scale-out links running slow."""
-    slow_link_speed: float = Field(default=0.25, gt=0, le=1, json_schema_extra=_meta("faults"))
+    slow_link_speed: float = Field(default=0.25, ge=0.001, le=1, json_schema_extra=_meta("faults"))
     """Speed of a slow link relative to its rate."""
     checkpoint_GBps: float | None = Field(
-        default=None, gt=0, le=1e6, json_schema_extra=_meta("faults", flag="checkpoint-GBps")
+        default=None, ge=0.001, le=1e6, json_schema_extra=_meta("faults", flag="checkpoint-GBps")
     )
     """Aggregate checkpoint write bandwidth, GB/s (default: the provider's storage)."""
     restart_s: float | None = Field(default=None, ge=0, le=1e7, json_schema_extra=_meta("faults"))
@@ -682,7 +682,7 @@ class InferRequest(PlanRequest):
     """MLPerf-style scenario: offline (all requests queued: maximum throughput) or server
     (Poisson arrivals at --request-rate). Unset: server when a rate is given."""
     request_rate_per_s: float | None = Field(
-        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="request-rate")
+        default=None, ge=1e-4, le=1e7, json_schema_extra=_meta("serving", flag="request-rate")
     )
     """Requests per second arriving at the whole deployment (server scenario)."""
     concurrency: int | None = Field(
@@ -695,11 +695,11 @@ class InferRequest(PlanRequest):
     """Scheduler cap on sequences in flight per replica (TensorRT-LLM max_batch_size, vLLM
     max_num_seqs; unset: the runtime's default, 2,048 for trtllm/sglang, 256 for vllm)."""
     max_itl_ms: float | None = Field(
-        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-itl-ms")
+        default=None, ge=0.001, le=1e7, json_schema_extra=_meta("serving", flag="max-itl-ms")
     )
     """p99 inter-token latency (TPOT) target the search must meet, ms (unset: none)."""
     max_ttft_ms: float | None = Field(
-        default=None, gt=0, le=1e7, json_schema_extra=_meta("serving", flag="max-ttft-ms")
+        default=None, ge=0.001, le=1e7, json_schema_extra=_meta("serving", flag="max-ttft-ms")
     )
     """p99 time-to-first-token target the search must meet, ms (unset: none)."""
     static_batch: bool = Field(default=False, json_schema_extra=_meta("serving"))

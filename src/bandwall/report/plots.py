@@ -265,7 +265,7 @@ def breakdown_bars(labels: list[str], breakdowns: list[dict[str, float]], title:
     share_ax.set_xlim(0, 100)
     share_ax.set_xlabel("share of the step (%)")
     share_ax.xaxis.set_major_locator(ticker.MultipleLocator(25))
-    fig.legend(loc="outside lower center", ncol=len(keys), fontsize=8, frameon=False)
+    fig.legend(loc="outside lower center", ncol=max(len(keys), 1), fontsize=8, frameon=False)
     fig.suptitle(tex_safe(title))
     return fig
 
