@@ -338,3 +338,23 @@ def test_a_stdout_without_unicode_still_prints_tables() -> None:
     r = _shell("plan --gpus 16", PYTHONIOENCODING="ascii")
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert "16 ? H100-SXM" in r.stdout and "MFU" in r.stdout
+
+
+def test_scale_leaves_out_counts_that_cannot_run(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """`scale --gpus 8:64:x2` of a 70B model refused the whole range because 8 GPUs cannot
+    hold it; sweep leaves such rows out with a note, and so does scale now."""
+    import json
+
+    r = run_cli("scale", "--model", "llama3-70b", "--gpus", "8:64:x2", "--json")
+    assert r.code == 0, r.err
+    assert [row["gpus"] for row in json.loads(r.out)] == [16, 32, 64]
+    assert r.err.startswith("8 GPUs left out: memory: no layout of llama3-70b fits"), r.err
+    alone = run_cli("scale", "--model", "llama3-70b", "--gpus", "8")
+    assert alone.code == 2 and alone.err.startswith("error: memory:"), alone.err
+
+
+@pytest.mark.parametrize("flag", ["--bandwidth", "--latency"])
+def test_unit_fields_read_ascii_digits_only(flag: str, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """float() reads Arabic-Indic '١٢' as 12; every other parser refuses non-ASCII digits."""
+    r = run_cli("plan", flag, "١٢")
+    assert r.code == 2 and flag in r.err, r.err

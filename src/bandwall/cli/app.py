@@ -455,7 +455,9 @@ def scale(
     counts = [int(v) for v in expand_values("gpus", gpus, notes)]
     req = request(fields, gpus=counts[0])
     check_scale_work(req, counts, max_points)
-    plans = scale_plans(req, counts)
+    refused: list[tuple[int, BandwallError]] = []
+    plans = scale_plans(req, counts, refused)
+    notes += [f"{n:,} GPUs left out: {error_line(exc, [])}" for n, exc in refused]
     print_notes(notes)  # after the engine accepted the request: a refusal prints one line
     if emit([p.to_json() for p in plans], as_json, as_csv):
         return

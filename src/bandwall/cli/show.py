@@ -45,7 +45,9 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
     reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
     for req in reqs.values():
         check_scale_work(req, counts * len(keys), None)
-    plans = {key: scale(req, counts) for key, req in reqs.items()}
+    refused: list[tuple[int, Any]] = []
+    plans = {key: scale(req, counts, refused) for key, req in reqs.items()}
+    notes += [f"{n:,} GPUs left out: {exc}" for n, exc in refused]
     print_notes(notes)  # after the engine accepted the requests: a refusal prints one line
     return plans
 

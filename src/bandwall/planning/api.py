@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bandwall.errors import ConfigError, LayoutError
+from bandwall.errors import BandwallError, ConfigError, LayoutError
 from bandwall.model.cluster import Cluster
 from bandwall.model.collectives import fabric_congestion
 from bandwall.model.engine import ASSUMPTIONS, COUNT_FIELDS, Metrics, StepOptions, evaluate
@@ -823,7 +823,24 @@ def compare(req: PlanRequest, preset_keys: list[str]) -> list[Plan]:
     return [plan(req.model_copy(update={"preset": key})) for key in preset_keys]
 
 
-def scale(req: PlanRequest, gpu_counts: list[int]) -> list[Plan]:
+def scale(
+    req: PlanRequest,
+    gpu_counts: list[int],
+    refused: list[tuple[int, BandwallError]] | None = None,
+) -> list[Plan]:
     """The same job along GPU counts: one row of the sweep over `gpus` per count. Without an
-    explicit layout each count gets its own fastest fitting one."""
-    return [plan(req.model_copy(update={"gpus": int(n)})) for n in gpu_counts]
+    explicit layout each count gets its own fastest fitting one. With a `refused` list, a
+    count that cannot run (too few GPUs for the model's memory) is left out and recorded
+    there, as sweep leaves out its refused rows; the first refusal is raised when no count
+    runs, and always without the list."""
+    plans = []
+    for n in gpu_counts:
+        try:
+            plans.append(plan(req.model_copy(update={"gpus": int(n)})))
+        except BandwallError as exc:
+            if refused is None:
+                raise
+            refused.append((int(n), exc))
+    if not plans and refused:
+        raise refused[0][1]
+    return plans

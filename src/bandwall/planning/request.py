@@ -34,7 +34,7 @@ from pydantic import (
 from bandwall.docfields import DocumentedModel
 from bandwall.errors import ConfigError
 from bandwall.model.vocab import Mitigation, Recompute, Schedule
-from bandwall.units import parse_count, parse_duration_s, parse_rate_Gbps
+from bandwall.units import parse_count, parse_duration_s, parse_number, parse_rate_Gbps
 
 #: Upper bounds shared by the CLI and the web API, so no input can ask for an absurd amount of
 #: work or memory.
@@ -49,8 +49,9 @@ def _with_unit(parse: Callable[[str, str], float], scale: float, example: str) -
         if isinstance(value, str):
             text = value.strip()
             try:
-                return float(text)
-            except ValueError:
+                # ASCII only, as every parser in units.py: float() also reads '١٢' as 12
+                return parse_number(text, "value")
+            except ConfigError:
                 pass
             try:
                 return parse(text, "value") * scale
