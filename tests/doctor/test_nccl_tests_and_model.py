@@ -92,3 +92,35 @@ def test_doctor_on_an_nccl_tests_log_with_nccl_info_lines() -> None:
     diag = diagnose([str(EFA)], gpu="H100-SXM", fabric="efa-p5", gpus_per_node=1, op="all_reduce")
     low = next(f for f in diag.findings if f.code == "busbw_low")
     assert "efa-p5" in low.reason and low.severity == "high"
+
+
+_HEADER = "#       size  count  type  redop  root  time  algbw  busbw #wrong"
+_IMPOSSIBLE = "\n".join(
+    [
+        "CUDA_VISIBLE_DEVICES=0,1 ./build/all_reduce_perf -b 1G -e 1G -g 2",
+        "#  Rank  0 Group  0 Pid   1234 on     node1 device  0 [0x18] NVIDIA H100 80GB HBM3",
+        "#  Rank  1 Group  0 Pid   1234 on     node1 device  1 [0x2a] NVIDIA H100 80GB HBM3",
+        _HEADER + "  time  algbw  busbw #wrong",
+        "  1073741824  268435456  float  sum  -1  {t}  {bw}  {bw}  0  {t}  {bw}  {bw}  0",
+        "",
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    ("time_us", "busbw", "expect"),
+    [("107.4", "9997.6", "28.2 x what these links carry"), ("10", "99999.0", "corrupt figures")],
+)
+def test_busbw_no_hardware_carries_is_said(
+    tmp_path: Path, time_us: str, busbw: str, expect: str
+) -> None:
+    """A table 28 x what two H100s on NVLink carry is not theirs (a medium finding, not the
+    'info' a fabric assumption gets); one beyond any GPU is not compared, and the notes say
+    why (it was dropped in silence: 'no finding')."""
+    log = tmp_path / "nt.log"
+    log.write_text(_IMPOSSIBLE.format(t=time_us, bw=busbw))
+    d = diagnose([str(log)], op="all_reduce", ranks=2, gpus_per_node=8, gpu="H100-SXM")
+    text = " ".join([f.reason for f in d.findings] + d.notes)
+    assert expect in text, text
+    if expect.startswith("28"):
+        assert [(f.code, f.severity) for f in d.findings] == [("model_assumption", "medium")]

@@ -2012,18 +2012,34 @@ def _size(n: int) -> str:
     return f"{n:,} B"
 
 
+#: measured / modelled busbw past which a table cannot be this hardware's: the model's busbw
+#: is within ±15% of published runs where its inputs are right (docs/network.md), and NVLS or
+#: SHARP beat a ring by at most ~2x
+IMPOSSIBLE_BUSBW_RATIO = 3.0
+
+
 @detector("model_assumption")
 def _model_assumption(job: Job) -> list[Hit]:
     hits = []
     for t in job.tests:
         c = t.comparison
         if c and c["ratio"] > 1.3:
+            # beyond IMPOSSIBLE_BUSBW_RATIO no fabric assumption explains it: the table is
+            # not from the hardware it is priced on (a wrong --gpu/--fabric), or corrupt
+            impossible = c["ratio"] > IMPOSSIBLE_BUSBW_RATIO
             hits.append(
                 Hit(
                     "model_assumption",
                     [t.line] if t.line else [],
-                    _busbw_text(t),
+                    _busbw_text(t)
+                    + (
+                        f": {c['ratio']:,.1f} x what these links carry, so the table is not "
+                        "from this hardware or its figures are corrupt"
+                        if impossible
+                        else ""
+                    ),
                     CERTAIN,
+                    severity="medium" if impossible else None,
                     source=t.source,
                 )
             )

@@ -362,7 +362,22 @@ def _compare_tests(job: Job) -> None:
             and int(r.get("size_bytes", 0)) > 0
         ]
         if not rows:
-            t.not_compared = "no valid result rows"
+            garbage = [
+                r["busbw_GBps"]
+                for r in t.rows
+                if isinstance(r.get("busbw_GBps"), (int, float))
+                and r["busbw_GBps"] > MAX_BUSBW_GBPS
+            ]
+            t.not_compared = (
+                f"{len(garbage)} row(s) report up to {max(garbage):,.0f} GB/s of busbw, beyond "
+                f"any GPU's links (> {MAX_BUSBW_GBPS:,.0f} GB/s): corrupt figures, not a table "
+                "to compare"
+                if garbage
+                else "no valid result rows"
+            )
+            job.notes.append(
+                f"{t.source}:{t.first_line}: nccl-tests not compared with a model: {t.not_compared}"
+            )
             continue
         why = _layout_or_reason(t, hw, opts)
         if isinstance(why, str):
@@ -378,7 +393,7 @@ def _compare_tests(job: Job) -> None:
         except ConfigError as exc:
             t.not_compared = exc.reason
             continue
-        if not (math.isfinite(cmp["ratio"]) and 0 < cmp["ratio"] < 100):
+        if not (math.isfinite(cmp["ratio"]) and cmp["ratio"] > 0):
             t.not_compared = "the model gave no usable figure for this block"
             continue
         t.comparison = cmp
