@@ -124,3 +124,18 @@ def test_busbw_no_hardware_carries_is_said(
     assert expect in text, text
     if expect.startswith("28"):
         assert [(f.code, f.severity) for f in d.findings] == [("model_assumption", "medium")]
+
+
+def test_the_same_release_printed_twice_is_one_oldest(tmp_path: Path) -> None:
+    """Two logs of one job printing the same NCCL release compared their Line objects when the
+    oldest release was taken (a TypeError the corpus property test drew from blind set 14)."""
+    paths = []
+    for rank in (0, 1):
+        log = tmp_path / f"rank{rank}.log"
+        log.write_text(
+            f"#  Rank  {rank} Group  0 Pid   1 on  node{rank} device  0 [0x18] NVIDIA H100 80GB\n"
+            f"node{rank}:1:1 [0] NCCL INFO NCCL version 2.18.6+cuda12.2\n"
+            f"node{rank}:1:1 [0] misc/socket.cc:1 NCCL WARN unhandled system error\n"
+        )
+        paths.append(str(log))
+    diagnose(paths)  # no exception

@@ -249,7 +249,35 @@ def _driver_unusable(job: Job) -> list[Hit]:
         if "Driver/library version mismatch" in text
         else "no GPU driver is usable where the job runs (libcuda/NVML not found)"
     )
+    if all("Failed to find CUDA library" in ln.text for ln in lines) and _went_on(job, lines):
+        # cudawrap.cc's dlopen of libcuda from NCCL_CUDA_PATH failed, yet NCCL printed its
+        # version or picked a network afterwards: it ran on the runtime's driver
+        return [
+            Hit(
+                "driver_unusable",
+                first(lines),
+                "NCCL could not load libcuda from NCCL_CUDA_PATH, but the log goes on past it "
+                "(version, network selection): NCCL used the driver the CUDA runtime loaded, "
+                "so this is not what stopped the job",
+                POSSIBLE,
+                severity="info",
+            )
+        ]
     return [Hit("driver_unusable", first(lines), reason, CERTAIN)]
+
+
+def _went_on(job: Job, lines: list[Line]) -> bool:
+    """Whether a log shows NCCL initialising after the last of `lines` (its version banner or
+    a network chosen later in the same file)."""
+    last = max(ln.number for ln in lines)
+    for log in job.logs:
+        if log.source != lines[-1].source:
+            continue
+        later = [ln for found in log.versions.values() for ln in found]
+        later += [ln for _, ln in log.networks]
+        if any(ln.number > last for ln in later):
+            return True
+    return False
 
 
 @detector("port_in_use")
@@ -481,7 +509,7 @@ def _nccl_older_than_gpu(job: Job) -> Hit | None:
     built = job.all("tests_nccl")
     gpus = [(*row, ln) for name, ln in job.all("device_names") if (row := _arch_of(name))]
     gpu = gpus[0] if gpus else None
-    oldest = min(releases) if releases else None
+    oldest = min(releases, key=lambda rl: rl[0]) if releases else None
     if gpu and oldest:
         (have, vline), (arch, need, gline) = oldest, gpu
         if have < need:
