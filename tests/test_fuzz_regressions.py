@@ -358,3 +358,16 @@ def test_unit_fields_read_ascii_digits_only(flag: str, run_cli) -> None:  # type
     """float() reads Arabic-Indic '١٢' as 12; every other parser refuses non-ASCII digits."""
     r = run_cli("plan", flag, "١٢")
     assert r.code == 2 and flag in r.err, r.err
+
+
+def test_a_huge_number_in_a_config_is_shown_short(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """An HF config.json with hidden_size 1e308 printed the 309-digit integer in its error."""
+    Path("config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 1e308, "num_hidden_layers": 2, '
+        '"num_attention_heads": 2, "vocab_size": 100, "intermediate_size": 10}'
+    )
+    out = check(["plan", "--from", "config.json"], capsys)
+    assert out.code == 2 and "hidden_size: 1e+308 is out of range" in out.err, out.err
+    assert len(out.err) < 200, out.err

@@ -201,7 +201,8 @@ def to_int(value: Any) -> int:
                 raise ValueError(f"expected a whole number, got {text!r}") from None
             number = int(real)
     if abs(number) > MAX_INT:
-        raise ValueError(f"{number} is out of range")
+        shown = f"{number:,}" if abs(number) < 10**15 else f"{float(number):.3g}"
+        raise ValueError(f"{shown} is out of range (at most {MAX_INT:,})")
     return number
 
 
@@ -329,13 +330,13 @@ def apply_table(fmt: str, table: FieldTable, values: Values, mapped: Mapped) -> 
         if isinstance(entry.value, str) and "$" in entry.value:
             values.used.add(key)
             flag = rule.field.replace("_", "-")
-            mapped.problems.append(
-                Problem(
-                    rule.field,
-                    f"is the shell variable {entry.value}, set outside the file; give --{flag}",
-                    entry.src,
-                )
+            what = (
+                f"is the shell arithmetic {entry.value[:40]}, which the file's own values do "
+                "not settle (a variable set outside it, a division by zero or an overflow)"
+                if "$((" in entry.value
+                else f"is the shell variable {entry.value[:40]}, set outside the file"
             )
+            mapped.problems.append(Problem(rule.field, f"{what}; give --{flag}", entry.src))
             continue
         value = values.convert(key, rule.convert) if rule.convert else values.get(key)
         values.used.add(key)
