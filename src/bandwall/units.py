@@ -115,7 +115,7 @@ def parse_int(
     m = _INT_RE.match(text)
     if not m:
         raise ConfigError(
-            f"{text[:40]!r} is not a whole number (digits, optionally K/M/G = 1024^n)",
+            f"{text[:40]!r} is not a whole number (digits, optionally K/M/G = 1024^n, or 1e3)",
             field=field,
         )
     number, scale = m.group(1), _INT_SUFFIX[m.group(2).lower()]
