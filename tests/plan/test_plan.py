@@ -428,3 +428,19 @@ def test_a_batch_larger_than_the_budget_is_one_whole_step() -> None:
     p = plan(model="llama3-8b", gpus=64, global_batch=1_000_000, tokens=1e9)
     assert p.metrics["steps"] == 1
     assert p.metrics["time_to_train_s"] >= p.metrics["step_time_s"]
+
+
+def test_a_pipeline_that_splits_layers_unevenly_says_so() -> None:
+    """32 layers over pp 3 × v 3 = 9 chunks are 3.6 layers a chunk: the plan says how it
+    prices that (chunks of 3 and 4) and what Megatron would ask; an even split says nothing."""
+    from bandwall.planning.api import plan
+
+    fixed = {"model": "llama3-8b", "tp": 1, "cp": 1, "pp": 3}
+    uneven = plan(make_request(**fixed, gpus=96, virtual_stages=3))
+    (note,) = [n for n in uneven.notes if "do not split evenly" in n]
+    assert "32 layers over pp 3 × 3 virtual stages = 9 model chunks" in note
+    assert "chunks of 3 and 4 layers" in note
+    even = plan(make_request(**{**fixed, "pp": 4}, gpus=128, virtual_stages=2))
+    assert not [n for n in even.notes if "do not split evenly" in n]
+    given = plan(make_request(**fixed, gpus=96, virtual_stages=1, pp_first_stage_layers=10))
+    assert not [n for n in given.notes if "do not split evenly" in n]

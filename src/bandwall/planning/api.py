@@ -804,6 +804,18 @@ def _notes(
             f"layout search over {', '.join(search.searched)}: {search.tried:,} layouts "
             f"tried, {search.feasible:,} valid and fitting; the fastest is {chosen}."
         )
+    pp, v = int(row["pp"]), int(row["virtual_stages"])
+    chunks = pp * v
+    given = req.pp_first_stage_layers is not None or req.pp_last_stage_layers is not None
+    if isinstance(w, Transformer) and pp > 1 and not given and w.layers % chunks:
+        q = w.layers // chunks
+        notes.append(
+            f"{w.name}'s {w.layers} layers over pp {pp} × {v} virtual stage"
+            f"{'' if v == 1 else 's'} = {chunks} model chunks do not split evenly: priced "
+            f"with chunks of {q} and {q + 1} layers, the busiest rank setting the pace. "
+            "Megatron wants --num-layers divisible by pp × v, or the first and last stages' "
+            "layers given (--pp-first-stage-layers, --pp-last-stage-layers)."
+        )
     if req.local_sgd_steps > 1:
         notes.append(
             f"local-SGD/DiLoCo with H={req.local_sgd_steps}: communication is amortised "
