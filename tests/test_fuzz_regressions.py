@@ -248,6 +248,8 @@ THIRD = [
     (["sweep", "--gpus", "8,16", "-o", ""], "--output"),
     # the ranks parser spoke of byte sizes
     (["collective", "--ranks", "1e308"], "--ranks"),
+    # click reads a negative argument as an option: the line now says so
+    (["results", "show", "-1"], "a negative number where an argument was expected"),
 ]
 
 

@@ -9,6 +9,7 @@ cannot drift. Errors a user can cause print one line on stderr naming the option
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from typing import Annotated, Any
 
@@ -249,7 +250,11 @@ def main(argv: list[str] | None = None) -> int:
         _err(f"error: {error_line(exc, args)}")
         return 2
     except TyperException as exc:
-        _err(f"error: {exc.format_message()}")
+        message = exc.format_message()
+        if re.fullmatch(r"No such option: -[0-9][0-9.eE+-]*", message):
+            # click reads a negative number given as an argument as an option
+            message += " (a negative number where an argument was expected: none takes one)"
+        _err(f"error: {message}")
         return 2
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
