@@ -38,6 +38,7 @@ def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[d
 
 def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
     from bandwall.cli.options import check_scale_work, print_notes
+    from bandwall.cli.root import error_line
     from bandwall.planning.api import scale
 
     notes: list[str] = []
@@ -47,7 +48,7 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
         check_scale_work(req, counts * len(keys), None)
     refused: list[tuple[int, Any]] = []
     plans = {key: scale(req, counts, refused) for key, req in reqs.items()}
-    notes += [f"{n:,} GPUs left out: {exc}" for n, exc in refused]
+    notes += [f"{n:,} GPUs left out: {error_line(exc, [])}" for n, exc in refused]
     print_notes(notes)  # after the engine accepted the requests: a refusal prints one line
     return plans
 

@@ -152,6 +152,22 @@ class StackBehaviour:
     pipeline_all_reduce: bool = False
     """Under pipeline parallelism gradients are all-reduced even when the optimizer is sharded
     (ZeRO-1), and the updated shards then all-gathered."""
+    pipeline_keeps_gathered: bool = False
+    """ZeRO-3 under pipeline parallelism keeps the gathered weights between forward and
+    backward and reduces gradients once, after the last micro-batch."""
+    eager_kernels: bool = False
+    """Kernels issued one by one (eager PyTorch) unless --compile; else fused (TransformerEngine
+    and apex layers, XLA)."""
+    sdpa_attention: bool = False
+    """Attention through PyTorch's scaled_dot_product_attention, whose flash backend is the
+    FlashAttention-2 PyTorch vendors (FA3 is a separate package): FA2 on Hopper."""
+    op_level_selective: bool = False
+    """`--recompute selective` is op-level selective checkpointing (every other matmul and the
+    element-wise kernels rerun), not Megatron's attention core."""
+    fp8_transformer_engine: bool = True
+    """fp8 through TransformerEngine: weight casts cached over a step's micro-batches and the
+    linears' inputs kept in fp8; otherwise (torchao float8, XLA's fp8 dot_general) weights
+    are cast every micro-batch and inputs kept in bf16."""
 
 
 #: The stacks' defaults; a request's overlap flags override them.
@@ -173,7 +189,15 @@ STACKS = {
         reduce_every_microbatch=True,
         source="torchtitan parallelize: fully_shard per block with reshard_after_forward=True "
         "(its default policy without PP), FSDP2 implicit forward prefetch and one-layer "
-        "backward prefetch; reduce-scatter in every backward (torchtitan/distributed).",
+        "backward prefetch; reduce-scatter in every backward (torchtitan/distributed). Under "
+        "PP its default reshard policy keeps the gathered weights and the pipeline schedule "
+        "syncs gradients after the last micro-batch (torch.distributed.pipelining). Eager "
+        "PyTorch, SDPA attention, op-level selective AC, torchao float8.",
+        pipeline_keeps_gathered=True,
+        eager_kernels=True,
+        sdpa_attention=True,
+        op_level_selective=True,
+        fp8_transformer_engine=False,
     ),
     Stack.MAXTEXT: StackBehaviour(
         overlap_grad_reduce=True,
@@ -184,7 +208,12 @@ STACKS = {
         "mesh axis (GSPMD): XLA all-gathers each scanned layer's weights in forward and again "
         "in backward and reduce-scatters its gradients, scheduled behind compute by the "
         "latency-hiding scheduler its GPU recipes enable "
-        "(--xla_gpu_enable_latency_hiding_scheduler=true).",
+        "(--xla_gpu_enable_latency_hiding_scheduler=true). Kernels fused by XLA; cuDNN flash "
+        "attention (attention=cudnn_flash_te); fp8 through XLA's dot_general, weights cast "
+        "inside each step. Under PP taken to keep gathered weights as torchtitan does (not "
+        "checked against MaxText's pipeline_fsdp_ag_once).",
+        pipeline_keeps_gathered=True,
+        fp8_transformer_engine=False,
     ),
     Stack.DEEPSPEED: StackBehaviour(
         overlap_grad_reduce=False,

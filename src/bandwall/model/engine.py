@@ -436,7 +436,7 @@ def _activation_memory(
     """(kept activations, backward-peak transients, share of layers fully recomputed) on the
     fullest pipeline rank, allocator overhead included."""
     full_share = _recompute_share(w, d, opt)
-    selective_op = opt.stack is Stack.FSDP2 and opt.recompute is Recompute.SELECTIVE
+    selective_op = _stack(opt).op_level_selective and opt.recompute is Recompute.SELECTIVE
     # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
     # float8 keeps them in bf16 and casts again in backward
     fp8_inputs = cl.precision.value == "fp8" and _fp8_is_transformer_engine(opt)
@@ -518,6 +518,11 @@ class StageTerms:
 DEFAULT_FP8_RECIPE = {"blackwell": "mxfp8"}
 
 
+def _stack(opt: StepOptions) -> data_parallel.StackBehaviour:
+    """What the request's training framework does by default (`data_parallel.STACKS`)."""
+    return data_parallel.STACKS[opt.stack]
+
+
 def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
     """How kernels are issued: CUDA graphs when asked; fused kernels with Megatron's and
     DeepSpeed's TransformerEngine/apex layers, torch.compile or XLA (MaxText, which fuses
@@ -525,7 +530,7 @@ def _launch_mode(opt: StepOptions) -> compute.LaunchMode:
     compile)."""
     if opt.cuda_graphs:
         return compute.LaunchMode.GRAPHS
-    if opt.compile or opt.stack is not Stack.FSDP2:
+    if opt.compile or not _stack(opt).eager_kernels:
         return compute.LaunchMode.FUSED
     return compute.LaunchMode.EAGER
 
@@ -580,17 +585,17 @@ def attention_kernel(arch: str, best: str, stack: Stack, requested: str | None) 
     if requested is not None:
         own = {"fa3": "hopper", "fa4": "blackwell"}.get(requested, arch)
         return requested if own == arch else best
-    if stack is Stack.FSDP2 and arch == "hopper":
+    if data_parallel.STACKS[stack].sdpa_attention and arch == "hopper":
         return "fa2"
     return best
 
 
 def _fp8_is_transformer_engine(opt: StepOptions) -> bool:
     """Whether the stack's fp8 is TransformerEngine's (Megatron/NeMo, DeepSpeed's Megatron
-    layers), which caches fp8 weights and keeps fp8 activations, or torchao's float8 (the
-    fsdp2 stack: torchtitan), which does neither; MaxText's fp8 dot_general (AQT/Flax fp8
-    ops) casts each step's weights inside the jitted step, as torchao does."""
-    return opt.stack not in (Stack.FSDP2, Stack.MAXTEXT)
+    layers), which caches fp8 weights and keeps fp8 activations, or one that does neither
+    (torchao's float8 under fsdp2, XLA's dot_general under maxtext): the stack's
+    `StackBehaviour.fp8_transformer_engine`."""
+    return _stack(opt).fp8_transformer_engine
 
 
 def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
@@ -615,7 +620,7 @@ def _grad_accumulate_s(d: Dims, opt: StepOptions, rates: compute.GpuRates) -> An
     (DeepSpeed's bf16 optimizer: cast to fp32, then add; ZeRO 0-2), where Megatron and
     TransformerEngine fuse the accumulation into the weight-gradient GEMM."""
     local = (d.dense_local_params + d.expert_local_params) * d.trainable
-    per_param = data_parallel.STACKS[opt.stack].grad_accumulate_bytes
+    per_param = _stack(opt).grad_accumulate_bytes
     return np.where(d.zero < 3, compute.memory_s(local * per_param, rates), 0.0)
 
 
@@ -636,7 +641,7 @@ def _stage(w: Workload, cl: Cluster, d: Dims, opt: StepOptions, mem: MemoryTerms
         zero = np.zeros_like(d.tp)
         return StageTerms(t_mb, zero, zero, zero, optimizer_s, zero)
     stage = _transformer_stage(w, cl, d, opt, mem, rates, optimizer_s)
-    if not data_parallel.STACKS[opt.stack].grad_accumulate_bytes:
+    if not _stack(opt).grad_accumulate_bytes:
         return stage  # fused into the wgrad GEMMs: nothing to add (and nothing to price)
     return replace(stage, compute_s=stage.compute_s + _grad_accumulate_s(d, opt, rates))
 
@@ -716,7 +721,7 @@ def _layer_compute(
             + mix(dense.fwd_memory_s, moe.fwd_memory_s)
             + attention * mix(dense.fwd_attention_s, moe.fwd_attention_s)
         )
-    elif opt.recompute is Recompute.SELECTIVE and opt.stack is Stack.FSDP2:
+    elif opt.recompute is Recompute.SELECTIVE and _stack(opt).op_level_selective:
         rerun = memory.op_sac_recomputed_gemm_share(w)
         selective = rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s) + mix(
             dense.fwd_memory_s, moe.fwd_memory_s
@@ -857,7 +862,7 @@ def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> Pipe
     stride = d.tp * d.cp * d.dp_in
     # the slowest stage boundary: across nodes (or sites) once the pipeline is longer than one
     p2p = _coll(Op.SEND_RECV, size, 2.0, cl, stride, cl.hop_topology(stride, d.pp * stride))
-    if data_parallel.STACKS[opt.stack].blocking_pipeline:
+    if _stack(opt).blocking_pipeline:
         # the slices are all-gathered over TP on the receiving stage (and again in backward)
         full = parallel.tp_bytes(d.mb, d.seq, d.hidden, d.cp)
         gather = np.where(d.tp > 1, _coll(Op.ALL_GATHER, full, d.tp, cl, 1.0), 0.0)
@@ -908,7 +913,7 @@ def _ddp_s(
     dense_b, expert_b = _grad_bytes(d)
     sharded = d.zero >= 1
     # DeepSpeed's pipeline engine all-reduces the gradients even with a sharded optimizer
-    piped_all_reduce = data_parallel.STACKS[opt.stack].pipeline_all_reduce & (d.pp > 1)
+    piped_all_reduce = _stack(opt).pipeline_all_reduce & (d.pp > 1)
     scattered = sharded & ~piped_all_reduce
     ratio = topk_ratio(opt.compression)
     w_b = memory.WEIGHT_BYTES * (1 - 0.5 * opt.fp8_weights)
@@ -977,11 +982,11 @@ def _ddp_s(
 
 def _fsdp_behaviour(d: Dims, opt: StepOptions) -> tuple[Any, Any]:
     """(reshard after forward, reduce-scatter every micro-batch) per layout for ZeRO-3. Under
-    pipeline parallelism torchtitan keeps the gathered weights between forward and backward
-    (its default reshard policy) and the pipeline schedule syncs gradients only after the
-    last micro-batch (torch.distributed.pipelining)."""
-    b = data_parallel.STACKS[opt.stack]
-    piped = (d.pp > 1) & (opt.stack in (Stack.FSDP2, Stack.MAXTEXT))
+    pipeline parallelism a stack that keeps the gathered weights (torchtitan's default
+    reshard policy; `StackBehaviour.pipeline_keeps_gathered`) reshards nothing and reduces
+    once, after the last micro-batch."""
+    b = _stack(opt)
+    piped = (d.pp > 1) & b.pipeline_keeps_gathered
     reshard = np.where(piped, False, b.reshard_after_forward)
     if opt.reshard_after_forward is not None:
         reshard = np.full(np.shape(piped), opt.reshard_after_forward)

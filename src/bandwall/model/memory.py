@@ -67,6 +67,13 @@ def usable_memory_bytes(device_memory_bytes: float) -> float:
     return device_memory_bytes - RESERVED_BYTES
 
 
+def _mlp_widths(w: Transformer, moe_layer: bool) -> tuple[float, float]:
+    """(MLP width per token, parallel experts per token) of a dense or MoE layer."""
+    if moe_layer:
+        return float(w.moe_ffn or w.ffn or 4 * w.hidden), float(w.top_k + w.shared_experts)
+    return float(w.ffn or 4 * w.hidden), 1.0
+
+
 def op_sac_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[float, float]:
     """Activation bytes per token per layer under op-level selective checkpointing
     (torchtitan's "selective op" policy, torchtitan/models/llama3/infra/parallelize.py: the
@@ -76,10 +83,8 @@ def op_sac_elements_per_token_layer(w: Transformer, moe_layer: bool) -> tuple[fl
     last matmul outputs. Returns (replicated without SP, TP-sharded) bytes like
     `activation_elements_per_token_layer`."""
     h, hq, kv = float(w.hidden), float(w.q_dim), float(w.kv_dim)
-    if moe_layer:
-        ffn = float(w.moe_ffn or w.ffn or 4 * w.hidden) * (w.top_k + w.shared_experts)
-    else:
-        ffn = float(w.ffn or 4 * w.hidden)
+    width, paths = _mlp_widths(w, moe_layer)
+    ffn = width * paths
     return ACT_BYTES * (h + h), ACT_BYTES * (hq + kv + hq + ffn)
 
 
@@ -98,13 +103,6 @@ REMAT_POLICY_SAVES: dict[Recompute, frozenset[str]] = {
     Recompute.SAVE_QKV_PROJ: frozenset({"qkv"}),
     Recompute.SAVE_OUT_PROJ: frozenset({"out"}),
 }
-
-
-def _mlp_widths(w: Transformer, moe_layer: bool) -> tuple[float, float]:
-    """(MLP width per token, parallel experts per token) of a dense or MoE layer."""
-    if moe_layer:
-        return float(w.moe_ffn or w.ffn or 4 * w.hidden), float(w.top_k + w.shared_experts)
-    return float(w.ffn or 4 * w.hidden), 1.0
 
 
 def policy_elements_per_token_layer(
@@ -237,10 +235,8 @@ def activation_elements_per_token_layer(
     """
     h, hq, kv = float(w.hidden), float(w.heads * w.head_dim), float(w.kv_dim)
     gate = 2.0 if w.gated_mlp else 1.0
-    if moe_layer:
-        ffn = float(w.moe_ffn or w.ffn or 4 * w.hidden) * (w.top_k + w.shared_experts)
-    else:
-        ffn = float(w.ffn or 4 * w.hidden)
+    width, paths = _mlp_widths(w, moe_layer)
+    ffn = width * paths
     # outside the TP regions: 2 norms (input 2h each... counted in elements: h each ×2 bytes
     # below), the inputs of the QKV and FC1 GEMMs, and the two 1-byte dropout masks
     gemm_in = 0.5 if fp8_inputs else 1.0  # a GEMM input kept for wgrad, in 2-byte elements

@@ -806,9 +806,9 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
         """The request's own prefill at the p-quantile prompt: the mean's moved by the
         marginal per-token cost, never below its share of the mean's (a short prompt's TTFT
         went negative where the marginal cost times the shortfall exceeded the mean's)."""
-        ratio = mix.prompt_at(p) / max(d.prompt, 1.0)
-        moved = own + bt.prefill_token_s * (mix.prompt_at(p) - d.prompt)
-        return np.maximum(moved, np.maximum(own, 0.0) * ratio)
+        prompt = mix.prompt_at(p)
+        moved = own + bt.prefill_token_s * (prompt - d.prompt)
+        return np.maximum(moved, np.maximum(own, 0.0) * prompt / max(d.prompt, 1.0))
 
     if opt.request_rate_per_s is None:
         qs = tuple(own_at(p) + phase(p) for p in mix.probs)

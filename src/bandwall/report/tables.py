@@ -541,14 +541,16 @@ def _size_cell(size_b: int) -> str:
     """nccl-tests' binary suffix where the size is a whole number of units; otherwise bytes
     with separators up to 99,999, then a binary suffix with one decimal (the JSON keeps the
     exact bytes)."""
-    from bandwall.units import format_size
+    from bandwall.units import GiB, KiB, MiB, TiB, format_size
 
     exact = format_size(size_b)
-    if not exact.isdigit() or size_b < 100_000:
-        return exact if not exact.isdigit() else f"{size_b:,}"
-    for suffix, power in (("T", 40), ("G", 30), ("M", 20), ("K", 10)):
-        if size_b >= 1 << power:
-            return f"{size_b / (1 << power):,.1f}{suffix}"
+    if not exact.isdigit():
+        return exact
+    if size_b < 100_000:
+        return f"{size_b:,}"
+    for suffix, scale in (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB)):
+        if size_b >= scale:
+            return f"{size_b / scale:,.1f}{suffix}"
     return f"{size_b:,}"
 
 
