@@ -808,13 +808,18 @@ def _notes(
     chunks = pp * v
     given = req.pp_first_stage_layers is not None or req.pp_last_stage_layers is not None
     if isinstance(w, Transformer) and pp > 1 and not given and w.layers % chunks:
-        q = w.layers // chunks
+        q, ranks = w.layers // chunks, w.layers // pp
+        per_rank = (
+            f"ranks of {ranks} and {ranks + 1} layers, the busiest setting the pace"
+            if w.layers % pp
+            else f"{ranks} layers on every rank"
+        )
         notes.append(
             f"{w.name}'s {w.layers} layers over pp {pp} × {v} virtual stage"
             f"{'' if v == 1 else 's'} = {chunks} model chunks do not split evenly: priced "
-            f"with chunks of {q} and {q + 1} layers, the busiest rank setting the pace. "
-            "Megatron wants --num-layers divisible by pp × v, or the first and last stages' "
-            "layers given (--pp-first-stage-layers, --pp-last-stage-layers)."
+            f"with chunks of {q} and {q + 1} layers ({per_rank}). Megatron wants --num-layers "
+            "divisible by pp × v, or the first and last stages' layers given "
+            "(--pp-first-stage-layers, --pp-last-stage-layers)."
         )
     if req.local_sgd_steps > 1:
         notes.append(
