@@ -12,6 +12,7 @@ the evidence supports, so the ranking can say which is most likely and the other
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -469,6 +470,11 @@ FIRST_NCCL: tuple[tuple[str, str, tuple[int, int, int]], ...] = (
     (r"\bA(?:100|800|30|40|10G?)\b|\bA[456]000\b", "sm_80 (Ampere)", (2, 7, 3)),
     (r"\bP(?:100|40)\b|GTX 10[5-8]0", "sm_60 (Pascal)", (1, 3, 4)),
 )
+#: Architectures an older NCCL never runs on, whatever the log shows next: 2.25's kernels ask
+#: sm_120 for more shared memory than it has, so every launch fails (NVIDIA/nccl-tests#287,
+#: #291). Elsewhere an older release may still run through PTX JIT, so only a failing log is
+#: named.
+ALWAYS_FAILS = frozenset({"sm_120 (Blackwell RTX)"})
 #: The NCCL that first read Hopper's NVLinks right: 2.15.1 counts 18 per GPU from sm_90 (12
 #: before) and reads their state through NVML field values (src/graph/xml.cc
 #: ncclTopoGetXmlFromGpu); an older one records some GPU-GPU NVLinks on one side only.
@@ -501,8 +507,6 @@ def _nccl_older_than_gpu(job: Job) -> Hit | None:
         *_lines(job, "cuda_unhandled"),
         *(ln for _, ln in job.all("test_failures")),
     ]
-    if not failing:
-        return None
     releases = [
         (r, lines[0]) for log in job.logs for v, lines in log.versions.items() if (r := _release(v))
     ]
@@ -512,14 +516,20 @@ def _nccl_older_than_gpu(job: Job) -> Hit | None:
     oldest = min(releases, key=lambda rl: rl[0]) if releases else None
     if gpu and oldest:
         (have, vline), (arch, need, gline) = oldest, gpu
-        if have < need:
+        if have < need and (failing or arch in ALWAYS_FAILS):
+            # on an architecture it never runs on, the release is the defect even where the
+            # excerpt stops before the failure (NVIDIA/nccl-tests#291: 2.25 on an RTX 5090)
             return Hit(
                 "gpu_arch_missing",
                 first([gline, vline, *failing]),
                 f"NCCL {_dotted(have)} predates the GPU: {arch} is supported from NCCL "
                 f"{_dotted(need)}",
-                LIKELY,
+                LIKELY if failing else POSSIBLE,
+                severity=None if failing else "medium",
+                missing="" if failing else "the run's outcome: the rest of its output",
             )
+    if not failing:
+        return None
     if gpu and built and not releases:
         (major, minor), bline = built[0]
         arch, need, gline = gpu
@@ -749,29 +759,72 @@ def _p2p_broken(job: Job) -> list[Hit]:
                 LIKELY,
             )
         ]
+    return _pcie_hang(job)
+
+
+#: WARNs a run goes on after: not a reason to stop (NVIDIA/nccl#259: no libibverbs on a host
+#: without RDMA; cudawrap's NCCL_CUDA_PATH lookup, after which NCCL uses the runtime's driver).
+_BENIGN_WARNINGS = ("Failed to open libibverbs", "Failed to find CUDA library")
+
+
+#: Parsed evidence that is itself an error (any of it means the run did not just stop).
+_ERROR_FIELDS = ("cuda_unhandled", "timeouts", "watchdog_work", "watchdog_other", "desync")
+
+
+def _errors_in(log: NcclLog) -> bool:
+    return any(
+        getattr(log, f.name)
+        for f in dataclasses.fields(log)
+        if f.name in _ERROR_FIELDS or f.name.endswith(("_errors", "_failures", "_faults"))
+    )
+
+
+def _pcie_hang(job: Job) -> list[Hit]:
+    """nccl-tests on one host of PCIe-only GPUs that lists its devices and its table header,
+    raises no error and prints no result: the first collective does not finish. GeForce
+    40xx/50xx have no P2P at all (NVIDIA/nccl-tests#117, #287); on other PCIe GPUs the P2P
+    writes cross PCIe switches or the root complex, where ACS redirects them and an IOMMU not
+    in passthrough refuses them: NCCL's troubleshooting guide names both as the cause of
+    hangs and corruption."""
     hw = job.hardware()
-    hung = [
-        t for log in job.logs for t in log.table_header if log.table_header and log.table_rows == 0
-    ]
-    names = {n for log in job.logs for n, _ in log.device_names}
+    devices = [ln for log in job.logs for _, ln in log.device_names]
+    results = sum(log.table_rows + len(log.test_failures) for log in job.logs)
+    warns = [ln for ln in job.all("warnings") if not any(b in ln.text for b in _BENIGN_WARNINGS)]
+    hosts = {h for log in job.logs for h in log.hosts}
     if (
-        hw.consumer_gpu
-        and hung
-        and len(names) >= 1
-        and len([1 for log in job.logs for _ in log.device_names]) >= 2
-        and not job.all("warnings")
+        not hw.pcie_gpu
+        or any(_errors_in(log) for log in job.logs)
+        or len(devices) < 2
+        or results
+        or warns
+        or len(hosts) > 1
+        or job.multi_node
+        or job.tests
     ):
-        return [
-            Hit(
-                "p2p_broken",
-                first(hung[:1] + [ln for log in job.logs for _, ln in log.device_names], 3),
-                f"{hw.gpu_name}s (consumer GPUs, no peer-to-peer support) stop after the "
-                "table header: the first collective never finishes",
-                LIKELY,
-                missing="the run with NCCL_P2P_DISABLE=1 set before the command",
-            )
-        ]
-    return []
+        return []
+    header = [t for log in job.logs for t in log.table_header]
+    if not header:
+        # an excerpt cut during initialisation reads the same on a healthy run (a GTX 1080 Ti
+        # node of NVIDIA/nccl#259 and a hung one of #257 print the same lines): no finding
+        return []
+    cause = (
+        "consumer GPUs, no peer-to-peer support"
+        if hw.consumer_gpu and re.search(r"[45]0[5-9]0", hw.gpu_name or "")
+        else "PCIe peer-to-peer, which ACS or an IOMMU not in passthrough redirects or blocks"
+    )
+    return [
+        Hit(
+            "p2p_broken",
+            first(header[:1] + devices, 3),
+            f"{len(devices)} {hw.gpu_name}s on one host ({cause}) stop after the table "
+            "header: the first collective never finishes",
+            LIKELY,
+            missing=(
+                "whether the run hangs there, and the same run with NCCL_P2P_DISABLE=1 set "
+                "before the command (finishes: P2P is the cause)"
+            ),
+        )
+    ]
 
 
 @detector("p2p_disabled")
@@ -845,7 +898,14 @@ def _socket_fallback(job: Job) -> list[Hit]:
         sock = _uses_sockets(log)
         if log.single_node or any("ofi" in p.lower() for p, _ in log.plugins):
             continue
-        if not sock and not log.verbs_provider_missing:
+        expects_ib = (
+            log.env_values("NCCL_IB_HCA")
+            or "0" in log.env_values("NCCL_IB_DISABLE")
+            or any(re.search(r"ib|rdma|sharp", p, re.I) for p, _ in log.plugins)
+        )
+        # NET/IB finding no device where the job asks for it is the fallback itself: NCCL
+        # takes the next network, Socket (src/net.cc), whether or not the excerpt shows it
+        if not sock and not log.verbs_provider_missing and not (log.ib_missing and expects_ib):
             continue
         reasons: list[str] = []
         lines: list[Line] = []
@@ -884,11 +944,6 @@ def _socket_fallback(job: Job) -> list[Hit]:
             if src:
                 lines.append(src[1])
             conf = max(conf, LIKELY)
-        expects_ib = (
-            log.env_values("NCCL_IB_HCA")
-            or "0" in log.env_values("NCCL_IB_DISABLE")
-            or any(re.search(r"ib|rdma|sharp", p, re.I) for p, _ in log.plugins)
-        )
         if log.ib_missing and expects_ib:
             reasons.append(
                 "the job asks for InfiniBand (NCCL_IB_HCA / NCCL_IB_DISABLE=0 / an "

@@ -31,6 +31,15 @@ GPU_NAMES = (
 )
 #: Consumer GPU names: no P2P between them (NVIDIA/nccl-tests#287, sjeaugey).
 CONSUMER_GPU = re.compile(r"GeForce|RTX [2-5]0[5-9]0|TITAN", re.IGNORECASE)
+#: GPUs that reach each other over PCIe only (no NVLink/NVSwitch in the box): consumer and
+#: workstation cards and the PCIe data-centre parts. Their peer-to-peer traffic crosses PCIe
+#: switches or the root complex, where ACS and the IOMMU can redirect or block it (NCCL
+#: troubleshooting guide, "PCI Access Control Services (ACS)" and "IOMMU").
+PCIE_GPU = re.compile(
+    r"GeForce|TITAN|Quadro|RTX\s?(A\d{4}|\d{4}\s?Ada|PRO)|RTX [2-5]0[5-9]0|\bA(10|16|2|30|40)\b"
+    r"|\bL(4|40S?)\b|PCIe",
+    re.IGNORECASE,
+)
 #: Largest busbw (GB/s) a real GPU collective reports; beyond it a number is garbage.
 MAX_BUSBW_GBPS = 20_000.0
 
@@ -94,6 +103,8 @@ class Hardware:
     nics: int | None = None
     nic_speed_GBps: float | None = None
     consumer_gpu: bool = False
+    pcie_gpu: bool = False
+    """Every GPU named is a PCIe-only part (PCIE_GPU)."""
 
     def describe(self) -> str:
         parts = [
@@ -212,6 +223,7 @@ class Job:
         if names:
             hw.gpu_name, hw.gpu_line = names[0]
             hw.consumer_gpu = any(CONSUMER_GPU.search(n) for n, _ in names)
+            hw.pcie_gpu = all(PCIE_GPU.search(n) for n, _ in names)
         if len(found) == 1:
             hw.gpu = found.pop()
         links: Counter[str] = Counter()

@@ -547,7 +547,11 @@ class _Parser:
         """Where nccl-tests' runs start and what they printed: bookkeeping, not evidence by
         itself (a file of headers alone is not understood)."""
         log = self.log
-        if log.table_header and _TABLE_ROW.match(_TOOL_PREFIX.sub("", text, count=1)):
+        # a result row after the table header, or after the run header when an excerpt
+        # dropped the table header
+        if (log.table_header or log.test_runs) and _TABLE_ROW.match(
+            _TOOL_PREFIX.sub("", text, count=1)
+        ):
             log.table_rows += 1
         elif "nThread" in text and _TEST_RUN.search(text):
             done = log.table_rows + len(log.test_failures) + len(log.cuda_unhandled)
@@ -1465,6 +1469,10 @@ PATTERNS: tuple[Pattern, ...] = (
     # ... and peers that answered before and stopped (a failing peer or its process gone)
     Pattern("previously", _h_efa("unresponsive"), _c(r"Unresponsive (?:remote|receiver) \(")),
     Pattern("Failure to post internal receive buffers", _h_create_cq),  # EFA's ENOMEM
+    # any other libfabric EFA (prov/efa) call failing with ENOMEM (-12): the provider pins its
+    # bounce buffers and queues, so an unraised memlock limit (Docker's default 64 KiB)
+    # fails there first (EFA user guide: `--ulimit memlock=-1`; aws/aws-ofi-nccl#106)
+    Pattern("prov/efa", _h_create_cq, _c(r"(?:-12\b|ENOMEM|Cannot allocate memory)")),
     # UCX's shared-memory transport (uct/sm/mm) cannot get its FIFO: /dev/shm is full or small
     Pattern("failed to allocate receive FIFO", _h_shm_space),
     Pattern("undefined symbol: nccl", _h_nccl_symbol),

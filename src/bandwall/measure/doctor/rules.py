@@ -339,7 +339,7 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="CUDA refuses peer access (error 217 'peer access is not supported', 'failed to "
         "open CUDA IPC handle'), NCCL warns P2P is disabled between NVLink-connected GPUs, "
-        "nccl-tests reports wrong data, a consumer-GPU node hangs at its first collective, or "
+        "nccl-tests reports wrong data, a node of PCIe-only GPUs hangs at its first collective, or "
         "the kernel log shows the IOMMU refusing a device's DMA (AMD-Vi IO_PAGE_FAULT, DMAR "
         "fault)",
         impact="the job fails or hangs at start-up, or silently computes on corrupted data",

@@ -1,0 +1,90 @@
+"""Doctor on excerpts that hold part of the evidence (blind set 15's misses, 2026-12-07): the
+cause must be named from what is there, and nothing raised where a healthy run reads the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bandwall.measure.doctor import diagnose
+
+
+def _ranked(tmp_path: Path, text: str) -> list[tuple[str, str]]:
+    log = tmp_path / "excerpt.log"
+    log.write_text(text)
+    return [(f.code, f.severity) for f in diagnose([str(log)]).findings if f.severity != "info"]
+
+
+def test_an_efa_call_failing_with_enomem_is_the_memlock_limit(tmp_path: Path) -> None:
+    # aws/aws-ofi-nccl#107: libfabric's EFA provider alone, no NCCL marker
+    line = (
+        "[0]:Unable to write to EQ: Missing or unavailable event queue. err: Unknown error -12 "
+        "(-12) prov_errno: Unknown error -12 (-12) prov/efa/src/rxr/rxr.h:993\n"
+    )
+    assert _ranked(tmp_path, line)[:1] == [("memlock", "critical")]
+    # another errno from the same provider is not a memory limit
+    assert [c for c, _ in _ranked(tmp_path, line.replace("-12", "-113"))] != ["memlock"]
+
+
+def test_no_ib_device_where_the_job_asks_for_ib_is_a_socket_fallback(tmp_path: Path) -> None:
+    # pytorch/pytorch#111424: the excerpt stops before NCCL's 'Using network Socket'
+    missing = "node013:37715:38896 [0] NCCL INFO NET/IB : No device found.\n"
+    asked = "node013:37715:38896 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n"
+    assert [c for c, _ in _ranked(tmp_path, missing + asked)][:1] == ["socket_fallback"]
+    # without the request, 'No device found' is what a host without RDMA prints
+    assert "socket_fallback" not in [c for c, _ in _ranked(tmp_path, missing)]
+
+
+_TESTS_5090 = (
+    "# nThread 1 nGpus 1 minBytes 8 maxBytes 33554432 step: 2(factor) warmup iters: 5 "
+    "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+    "# Using devices\n"
+    "#  Rank  0 Group  0 Pid  12225 on node device  0 [0000:16:00] NVIDIA GeForce RTX 5090\n"
+    "node:12225:12225 [0] NCCL INFO NCCL version {version}+cuda12.4\n"
+)
+
+
+def test_nccl_older_than_the_gpu_is_named_without_the_failure(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#291: 2.25.1 on an RTX 5090 (sm_120 from 2.26.2), cut before the error
+    old = _ranked(tmp_path, _TESTS_5090.format(version="2.25.1"))
+    assert old[:1] == [("gpu_arch_missing", "medium")]
+    assert _ranked(tmp_path, _TESTS_5090.format(version="2.26.2")) == []
+
+
+_PCIE_RUN = (
+    "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+    "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+    "#\n"
+    "# Using devices\n"
+    "#  Rank  0 Group  0 Pid  28329 on   ws1 device  0 [0x01] NVIDIA RTX A6000\n"
+    "#  Rank  1 Group  0 Pid  28330 on   ws1 device  1 [0x41] NVIDIA RTX A6000\n"
+    "ws1:28329:28329 [0] NCCL INFO NCCL version 2.14.3+cuda11.7\n"
+    "ws1:28329:28341 [0] NCCL INFO Channel 00 : 0[1000] -> 1[41000] via P2P/IPC\n"
+)
+_HEADER = (
+    "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+    "     time   algbw   busbw #wrong\n"
+    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+    "     (us)  (GB/s)  (GB/s)\n"
+)
+_ROW = (
+    "           8             2     float     sum      -1    10.21    0.00    0.00      0"
+    "    10.05    0.00    0.00      0\n"
+)
+
+
+def test_pcie_gpus_that_stop_after_the_table_header_are_a_p2p_hang(tmp_path: Path) -> None:
+    # workstation GPUs, not only GeForce: ACS/IOMMU (NVIDIA/nccl-tests#115, NVIDIA/nccl#257)
+    assert [c for c, _ in _ranked(tmp_path, _PCIE_RUN + _HEADER)][:1] == ["p2p_broken"]
+    # a result row: it ran
+    assert _ranked(tmp_path, _PCIE_RUN + _HEADER + _ROW) == []
+    # cut before the table header: a healthy run reads the same (NVIDIA/nccl#259)
+    assert _ranked(tmp_path, _PCIE_RUN) == []
+    # NVLink-class GPUs are not this rule's
+    sxm = _PCIE_RUN.replace("NVIDIA RTX A6000", "NVIDIA H100 80GB HBM3")
+    assert "p2p_broken" not in [c for c, _ in _ranked(tmp_path, sxm + _HEADER)]
+
+
+def test_result_rows_count_when_the_excerpt_dropped_the_table_header(tmp_path: Path) -> None:
+    # healthy-tinygrad45: rows follow the run header without the table header
+    run = _PCIE_RUN.replace("NVIDIA RTX A6000", "NVIDIA GeForce RTX 4090")
+    assert _ranked(tmp_path, run + _ROW + _ROW) == []
