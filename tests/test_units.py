@@ -63,6 +63,14 @@ def test_durations_and_counts() -> None:
 
 
 def test_format_size_round_trips() -> None:
-    for text in ("1K", "8M", "2G", "100"):
+    for text in ("1K", "8M", "2G", "100", "99999K", "4T"):
         assert format_size(parse_size(text)) == text
+
+
+def test_format_size_reads_when_not_a_whole_number_of_units() -> None:
+    # 2e12 bytes is 1,953,125,000 KiB: one decimal of the largest unit instead
+    assert format_size(2e12) == "1.8T"
+    assert format_size(1e9) == "953.7M"
+    assert format_size(100_000 * 1024) == "97.7M"  # 100,000 K is not written out
+    assert format_size(99_999) == "99999"
     assert np.all(parse_size_range("1K:1G:x32") > 0)

@@ -413,8 +413,16 @@ def parse_count(text: str, field: str = "count") -> float:
 
 
 def format_size(num_bytes: float) -> str:
-    """Render a byte count with binary suffixes, as nccl-tests does in its size column."""
-    for suffix, scale in (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB)):
-        if num_bytes >= scale and num_bytes % scale == 0:
+    """Render a byte count with binary suffixes, as nccl-tests' size arguments are written:
+    exact (and so parseable back) where it is a whole number of units under 100,000 of them;
+    a size that is not (2e12 bytes, not 1953125000K) gets one decimal of the largest unit."""
+    units = (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB))
+    for suffix, scale in units:
+        if num_bytes >= scale and num_bytes % scale == 0 and num_bytes // scale < 100_000:
             return f"{int(num_bytes // scale)}{suffix}"
-    return f"{int(num_bytes)}"
+    if num_bytes < 100_000:
+        return f"{int(num_bytes)}"
+    for suffix, scale in units:
+        if num_bytes >= scale:
+            return f"{num_bytes / scale:,.1f}{suffix}"
+    return f"{int(num_bytes)}"  # pragma: no cover - KiB <= 100,000 bytes

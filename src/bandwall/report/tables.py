@@ -538,20 +538,11 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
 
 
 def _size_cell(size_b: int) -> str:
-    """nccl-tests' binary suffix where the size is a whole number of units; otherwise bytes
-    with separators up to 99,999, then a binary suffix with one decimal (the JSON keeps the
-    exact bytes)."""
-    from bandwall.units import GiB, KiB, MiB, TiB, format_size
+    """`format_size`, with separators on plain byte counts (the JSON keeps the exact bytes)."""
+    from bandwall.units import format_size
 
-    exact = format_size(size_b)
-    if not exact.isdigit():
-        return exact
-    if size_b < 100_000:
-        return f"{size_b:,}"
-    for suffix, scale in (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB)):
-        if size_b >= scale:
-            return f"{size_b / scale:,.1f}{suffix}"
-    return f"{size_b:,}"
+    text = format_size(size_b)
+    return f"{size_b:,}" if text.isdigit() else text
 
 
 def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
