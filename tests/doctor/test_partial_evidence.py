@@ -88,3 +88,35 @@ def test_result_rows_count_when_the_excerpt_dropped_the_table_header(tmp_path: P
     # healthy-tinygrad45: rows follow the run header without the table header
     run = _PCIE_RUN.replace("NVIDIA RTX A6000", "NVIDIA GeForce RTX 4090")
     assert _ranked(tmp_path, run + _ROW + _ROW) == []
+
+
+def test_a_connection_to_an_ipv4_link_local_address_is_the_socket_interface(
+    tmp_path: Path,
+) -> None:
+    # aws-samples/aws-do-eks#54: EKS Pod Identity's pod-id-link0 (169.254.170.x) listed
+    listed = (
+        "n1:7:9 [0] NCCL INFO NET/Socket : Using [0]enp73s0:10.1.216.156<0> "
+        "[1]pod-id-link0:169.254.170.23<0>\n"
+    )
+    refused = (
+        "n1:7:9 [0] misc/socket.cc:484 NCCL WARN socketPollConnect: connect to "
+        "{addr}<43001> returned Connection refused, retrying (13/34)\n"
+    )
+    text = listed + refused.format(addr="169.254.170.23")
+    assert [c for c, _ in _ranked(tmp_path, text)][:1] == ["socket_ifname"]
+    # the same refusal from a routable peer is not the interface's fault by itself
+    routable = listed + refused.format(addr="10.1.216.157")
+    assert [c for c, _ in _ranked(tmp_path, routable)][:1] != ["socket_ifname"]
+
+
+def test_the_watchdogs_stack_frames_alone_are_a_collective_timeout(tmp_path: Path) -> None:
+    # jpata/particleflow#390: only the c10::Error frames of the watchdog's exception
+    frames = (
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x1 in "
+        "libc10.so)\n"
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<std::chrono::"
+        "duration<long, std::ratio<1l, 1000l> > >) + 0x1d2 (0x2 in libtorch_cuda.so)\n"
+        "frame #2: c10d::ProcessGroupNCCL::watchdogHandler() + 0x233 (0x3 in "
+        "libtorch_cuda.so)\n"
+    )
+    assert [c for c, _ in _ranked(tmp_path, frames)][:1] == ["collective_timeout"]

@@ -1215,6 +1215,32 @@ def _ifname_by_address(job: Job) -> list[Hit]:
                 LIKELY,
             )
         )
+    # a connection to an IPv4 link-local address (169.254/16, RFC 3927: never forwarded
+    # off its link): a rank advertised an interface such as EKS Pod Identity's pod-id-link0
+    # or a cloud metadata link, listed by NCCL's default filter (only ^docker,lo)
+    to_link_local = [
+        ln
+        for k, ln in job.all("socket_errors")
+        if k != "closed" and _LINK_LOCAL_PEER.search(ln.text)
+    ]
+    if not hits and to_link_local:
+        named = [
+            ln
+            for log in job.logs
+            for a, ln in {**log.socket_ifaces, **log.bootstrap_ifaces}.values()
+            if _LINK_LOCAL_PEER.fullmatch(a.split("%")[0])
+        ]
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(named, 1) + first(to_link_local, 2),
+                "connections go to a link-local address (169.254.x.x): a rank advertised an "
+                "interface that does not route off its own link (a cloud metadata or pod "
+                "identity link); exclude it, e.g. NCCL_SOCKET_IFNAME=^lo,docker,<that "
+                "interface>, or name the interface between the nodes",
+                CERTAIN,
+            )
+        )
     # a peer advertised a loopback address: its hostname resolves to 127.0.1.1 (Debian's
     # /etc/hosts) or it bound to lo; nothing off that host can connect to it
     to_loopback = [
@@ -1275,6 +1301,7 @@ def _ifname_by_address(job: Job) -> list[Hit]:
 
 
 _LOOPBACK_PEER = re.compile(r"(?<![\d.])127\.\d{1,3}\.\d{1,3}\.\d{1,3}(?![\d.])")
+_LINK_LOCAL_PEER = re.compile(r"(?<![\d.])169\.254\.\d{1,3}\.\d{1,3}(?![\d.])")
 
 
 def _one_routable_iface(job: Job) -> bool:

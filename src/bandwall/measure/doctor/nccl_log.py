@@ -1756,6 +1756,10 @@ PATTERNS: tuple[Pattern, ...] = (
     # another rank's watchdog timed out and asked this one to dump (ProcessGroupNCCL.cpp 2.3+)
     Pattern("dump signal due to a collective timeout", _h_watchdog_other),
     Pattern("watchdog got stuck", _h_watchdog_other),
+    # the watchdog's own stack frames without its message: WorkNCCL::checkTimeout is where
+    # ProcessGroupNCCL.cpp builds 'Watchdog caught collective operation timeout' (an excerpt
+    # that kept only the c10::Error frames still shows where it was raised)
+    Pattern("WorkNCCL::checkTimeout", _h_watchdog_other),
     # the watchdog also ends on an NCCL error that is not a timeout ('... terminated with
     # exception: NCCL error: remote process exited or there was a network error'): only a
     # timeout in its message makes it one
