@@ -51,11 +51,16 @@ def shipped() -> tuple[list[cf.Row], dict[str, float]]:
 
 
 def _loss(
-    rows: list[cf.Row], base: dict[str, float], launch: dict[str, float], net: dict[str, float]
+    rows: list[cf.Row],
+    base: dict[str, float],
+    launch: dict[str, float],
+    net: dict[str, float],
+    harness: dict[str, float],
 ) -> float:
     fit = [r for r in rows if r.fitted and cf.FIT_BYTES[0] <= r.size_bytes <= cf.FIT_BYTES[1]]
     return sum(
-        abs(math.log((base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s)) for r in fit
+        abs(math.log((base[r.id] + cf._overhead_s(r, launch, net, harness)) / r.measured_s))
+        for r in fit
     )
 
 
@@ -66,16 +71,18 @@ def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, fl
     rows, base = shipped
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
-    best = _loss(rows, base, launch, net)
-    for table in (launch, net):
+    harness = dict(overheads.HARNESS_CALL_US)
+    best = _loss(rows, base, launch, net, harness)
+    used = {r.arch for r in rows} | {r.transport for r in rows} | {r.tool for r in rows}
+    for table in (launch, net, harness):
         for key in list(table):
-            if key not in {r.arch for r in rows} | {r.transport for r in rows}:
+            if key not in used:
                 continue
             for step in (-0.1, 0.1):
                 if table[key] + step < 0:
                     continue
                 table[key] += step
-                assert _loss(rows, base, launch, net) >= best - 1e-9, (key, step)
+                assert _loss(rows, base, launch, net, harness) >= best - 1e-9, (key, step)
                 table[key] -= step
     fit = [r for r in rows if r.fitted and cf.FIT_BYTES[0] <= r.size_bytes <= cf.FIT_BYTES[1]]
     for which, step in itertools.product((0, 1), (-16 * 2**10, 16 * 2**10)):
@@ -83,7 +90,7 @@ def test_shipped_constants_are_the_fit(shipped: tuple[list[cf.Row], dict[str, fl
         fills[which] += step
         with cf._fill(*fills):
             other = cf.model_s(fit)
-        _, _, loss = cf._additive(fit, other, 0.1, 2)
+        *_, loss = cf._additive(fit, other, 0.1, 2)
         assert loss >= best - 1e-6, (which, step)
 
 
@@ -91,16 +98,22 @@ def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]])
     """The errors docs/network.md reports, fit and held out apart (a regression guard: the
     held-out third was not looked at by the fit). Since the 2-8 node NDR curves of
     nccl-tests#309 joined (2026-12-06; scored once first: held out 13.6%, bias +1.9%) no goal
-    is met: 32 KiB-16 MiB held out 12.7% (goal 10%), max 64.4% (50%: the 4-node B200 curve
-    timed through torch), 8 B-1 MiB 22.3% (15%): the published curves disagree with each
-    other by more than that (docs)."""
+    is met: 32 KiB-16 MiB held out 12.2% (goal 10%), max 64.4% (50%: the 4-node B200 curve
+    timed through torch), 8 B-1 MiB 20.4% (15%): the published curves disagree with each
+    other by more than that (docs). (12.7% and 22.3% before torch.distributed's timing loop
+    was converted as its own per-call constant, 2026-12-07.)"""
     rows, base = shipped
     launch = {a.value: v for a, v in overheads.LAUNCH_US.items()}
     net = dict(overheads.NETWORK_CALL_US)
-    errors = {r.id: (base[r.id] + cf._overhead_s(r, launch, net)) / r.measured_s - 1 for r in rows}
+    harness = dict(overheads.HARNESS_CALL_US)
+    errors = {
+        r.id: (base[r.id] + cf._overhead_s(r, launch, net, harness)) / r.measured_s - 1
+        for r in rows
+    }
     summary = cf.OverheadFit(
         launch,
         net,
+        harness,
         overheads.PIPELINE_FILL_BYTES,
         overheads.PIPELINE_FILL_BYTES_IN_NODE,
         errors,
@@ -109,9 +122,9 @@ def test_fit_and_held_out_errors(shipped: tuple[list[cf.Row], dict[str, float]])
     ).summary()
     mid = summary["32KiB-16MiB"]
     assert mid["fit"]["median_abs_error"] <= 0.15
-    assert mid["held_out"]["median_abs_error"] <= 0.13
+    assert mid["held_out"]["median_abs_error"] <= 0.125
     assert mid["held_out"]["max_abs_error"] <= 0.66
     assert abs(mid["held_out"]["bias"]) <= 0.025
     small = summary["8B-1MiB"]
     assert small["fit"]["median_abs_error"] <= 0.205
-    assert small["held_out"]["median_abs_error"] <= 0.23
+    assert small["held_out"]["median_abs_error"] <= 0.21

@@ -29,7 +29,7 @@ SHRINK_RUNS = 5
 #: dense fit run (zero median signed error on the fit third), standing for what kernel
 #: microbenchmarks leave out (clocks under a whole step's power draw, gaps between kernels,
 #: cache and HBM contention between kernels, the data loader and per-step host work).
-IN_STEP_EFFICIENCY = 0.835
+IN_STEP_EFFICIENCY = 0.836
 #: Share of their microbenchmark rate fp8 GEMMs keep inside a step, beyond the above: the
 #: scaling bookkeeping (amax history, scale updates), fp8 transposes for the backward GEMMs and
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out. Above 1 it
@@ -58,11 +58,11 @@ IN_STEP_EFFICIENCY_BY_STACK: dict[str, float] = {
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1412, 0.3061, 83),
+    "pooled": (-0.1412, 0.3058, 83),
     "16-bit/dense": (-0.0918, 0.2336, 36),
-    "16-bit/moe": (-0.3999, 0.5997, 9),
-    "fp8/dense": (-0.1196, 0.2309, 27),
-    "fp8/moe": (-0.1804, 0.3063, 11),
+    "16-bit/moe": (-0.401, 0.5989, 9),
+    "fp8/dense": (-0.1196, 0.2316, 27),
+    "fp8/moe": (-0.1807, 0.3059, 11),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs
@@ -70,7 +70,7 @@ STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
 #: report names it the "compute wall": small per-expert GEMMs that underfill the tensor
 #: cores, many kernel launches and host-bound token bookkeeping (NVIDIA, "Scalable Training
 #: of Mixture-of-Experts Models with Megatron Core", arXiv 2603.07685, 2026, §1).
-MOE_EXPERT_IN_STEP_EFFICIENCY = 0.716
+MOE_EXPERT_IN_STEP_EFFICIENCY = 0.715
 # END GENERATED
 
 

@@ -871,6 +871,9 @@ def _pipeline(cl: Cluster, d: Dims, opt: StepOptions, stage: StageTerms) -> Pipe
     bubble, exposed = pipeline.pipeline_s(
         stage.slot_s, p2p, d.pp, d.v, d.m, overlap=opt.pp_comm_overlap
     )
+    # chunks of unequal size (layers on a rank not a multiple of v): fill and drain pass
+    # through every rank one chunk at a time, and the largest chunk sets that pace
+    bubble = bubble * pipeline.largest_chunk_share(d.layers_ps, d.v)
     sends = np.where(d.pp > 1, d.m * 2 * d.v * p2p, 0.0)
     return PipelineTerms(bubble, exposed, np.maximum(sends - exposed, 0.0))
 

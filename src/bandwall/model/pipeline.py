@@ -41,6 +41,16 @@ def pipeline_s(
     return bubble, exposed
 
 
+def largest_chunk_share(rank_layers: Any, virtual_stages: Any) -> Any:
+    """The largest model chunk of a rank over the mean one: ceil(L/v) / (L/v) for L layers in
+    v chunks (1 when they split evenly). `pipeline_s` prices fill and drain at the mean chunk
+    ((pp-1)/v of a rank's slot); with 80 layers over pp 4 × v 16 the chunks hold 1 or 2
+    layers and a 2-layer chunk is what each fill step waits for."""
+    layers = np.maximum(np.asarray(rank_layers, dtype=np.float64), 1.0)
+    v = np.asarray(virtual_stages, dtype=np.float64)
+    return np.maximum(np.ceil(layers / v) * v / layers, 1.0)
+
+
 #: Transfers on a stage's timeline per micro-batch when every send and receive blocks:
 #: receive activations, send activations, receive gradients, send gradients.
 BLOCKING_TRANSFERS_PER_MICROBATCH = 4

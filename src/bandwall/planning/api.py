@@ -175,7 +175,17 @@ def candidates(axis: str, w: Workload, req: PlanRequest, gpus_per_node: int) -> 
         return sorted(values)
     if req.schedule is Schedule.ONE_F_ONE_B:
         return [1]
-    return [v for v in range(1, MAX_VIRTUAL_STAGES + 1) if v * 2 <= w.layers + 2]
+    # every count up to MAX_VIRTUAL_STAGES, and beyond it every count that splits a rank's
+    # layers evenly (80 layers over pp 4: v 20, one layer per chunk)
+    even = {
+        v
+        for total in (w.layers, w.layers + 2)
+        for pp in _divisors(total)
+        if pp > 1
+        for v in _divisors(total // pp)
+    }
+    values = set(range(1, MAX_VIRTUAL_STAGES + 1)) | even
+    return sorted(v for v in values if v * 2 <= w.layers + 2)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,8 @@ class Row:
     """What the run forced (NCCL_ALGO), AUTO where it did not or did not say."""
     gpus_per_process: int
     """nccl-tests -g: GPUs one process drives (1 where unknown, as PyTorch runs them)."""
+    tool: str = "nccl-tests"
+    """What timed the calls: nccl-tests, or a torch.distributed loop (its own per-call cost)."""
 
     @property
     def arch(self) -> str:
@@ -95,6 +97,7 @@ def load_rows() -> list[Row]:
                 fitted=is_fit_row(r["id"]),
                 algo=Algo.AUTO if r["algo"] in ("auto", "unknown") else Algo(r["algo"]),
                 gpus_per_process=int(r["gpus_per_process"] or 1),
+                tool=r["tool"] or "nccl-tests",
             )
         )
     return out
@@ -114,17 +117,27 @@ def model_s(rows: list[Row], op: Op = Op.ALL_REDUCE) -> dict[str, float]:
     return out
 
 
-def _overhead_s(row: Row, launch: dict[str, float], network: dict[str, float]) -> float:
+def _overhead_s(
+    row: Row,
+    launch: dict[str, float],
+    network: dict[str, float],
+    harness: dict[str, float] | None = None,
+) -> float:
     """Per-call overheads the row pays: its GPU generation's launch and, across nodes, its
-    transport's proxy progress. (A constant per GPU beyond the first a process drives, for
-    nccl-tests -g 8 runs, was fitted to 0 and dropped.)"""
-    return (launch.get(row.arch, 0.0) + network.get(row.transport, 0.0)) * 1e-6
+    transport's proxy progress; plus, for a curve not timed by nccl-tests, what its timing
+    loop adds per call (a measurement convention, converted here and not charged by the
+    model). (A constant per GPU beyond the first a process drives, for nccl-tests -g 8 runs,
+    was fitted to 0 and dropped.)"""
+    extra = (harness or {}).get(row.tool, 0.0)
+    return (launch.get(row.arch, 0.0) + network.get(row.transport, 0.0) + extra) * 1e-6
 
 
 @dataclass(frozen=True)
 class OverheadFit:
     launch_us: dict[str, float]
     network_us: dict[str, float]
+    harness_us: dict[str, float]
+    """Per call, by the tool that timed a curve (nccl-tests: none)."""
     fill_bytes: float
     """Across nodes."""
     fill_in_node_bytes: float
@@ -181,25 +194,26 @@ def _fill(fill_bytes: float, in_node_bytes: float) -> Iterator[None]:
 
 def _additive(
     fit: list[Row], base: dict[str, float], step_us: float, rounds: int
-) -> tuple[dict[str, float], dict[str, float], float]:
+) -> tuple[dict[str, float], dict[str, float], dict[str, float], float]:
     """Coordinate descent on the additive constants for fixed base times: Σ|log| is convex
     in each, so a scan of its grid finds each one's minimum."""
     launch = {a: 0.0 for a in sorted({r.arch for r in fit})}
     network = {t: 0.0 for t in sorted({r.transport for r in fit if r.transport})}
+    harness = {t: 0.0 for t in sorted({r.tool for r in fit} - {"nccl-tests"})}
 
     def loss() -> float:
         return sum(
-            abs(math.log((base[r.id] + _overhead_s(r, launch, network)) / r.measured_s))
+            abs(math.log((base[r.id] + _overhead_s(r, launch, network, harness)) / r.measured_s))
             for r in fit
         )
 
     grid = [round(i * step_us, 6) for i in range(int(MAX_OVERHEAD_US / step_us) + 1)]
     for _ in range(rounds):
-        for table in (launch, network):
+        for table in (launch, network, harness):
             for key in table:
                 scores = [_try(table, key, v, loss) for v in grid]
                 table[key] = grid[scores.index(min(scores))]
-    return launch, network, loss()
+    return launch, network, harness, loss()
 
 
 def _try(table: dict[str, float], key: str, value: float, loss: Any) -> float:
@@ -228,7 +242,7 @@ def fit_overheads(step_us: float = 0.1, rounds: int = 4) -> OverheadFit:
         if fills not in cache:
             with _fill(*fills):
                 base = model_s(fit)
-            cache[fills] = _additive(fit, base, 1.0, 2)[2]
+            cache[fills] = _additive(fit, base, 1.0, 2)[3]
         return cache[fills]
 
     def scan(fills: list[float], which: int) -> None:
@@ -249,8 +263,9 @@ def fit_overheads(step_us: float = 0.1, rounds: int = 4) -> OverheadFit:
             break
     with _fill(*fills):
         base_all = model_s(rows)
-    launch, network, loss = _additive(fit, base_all, step_us, rounds)
+    launch, network, harness, loss = _additive(fit, base_all, step_us, rounds)
     errors = {
-        r.id: (base_all[r.id] + _overhead_s(r, launch, network)) / r.measured_s - 1 for r in rows
+        r.id: (base_all[r.id] + _overhead_s(r, launch, network, harness)) / r.measured_s - 1
+        for r in rows
     }
-    return OverheadFit(launch, network, fills[0], fills[1], errors, rows, loss)
+    return OverheadFit(launch, network, harness, fills[0], fills[1], errors, rows, loss)
