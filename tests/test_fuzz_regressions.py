@@ -373,3 +373,128 @@ def test_a_huge_number_in_a_config_is_shown_short(
     out = check(["plan", "--from", "config.json"], capsys)
     assert out.code == 2 and "hidden_size: 1e+308 is out of range" in out.err, out.err
     assert len(out.err) < 200, out.err
+
+
+# --- a fourth round (2026-12-07, fuzz round 15: hand-made inputs; the explore profile found
+# nothing) ---------------------------------------------------------------------------------
+
+FOURTH = [
+    # fp8 training on a GPU without fp8 tensor cores was priced as bf16 and labelled fp8
+    (["plan", "--gpus", "16", "--precision", "fp8", "--gpu", "A100-SXM-80GB"], "--precision"),
+    # --etp on a dense model ended in a search failure about "1 experts"
+    (["plan", "--gpus", "16", "--etp", "2"], "--etp"),
+    # a fraction rounding to every link named --failed-links, which was not given
+    (["plan", "--gpus", "16", "--failed-link-fraction", "0.9999999"], "--failed-link-fraction"),
+    # the work budget of report's scaling counts named --gpus
+    (["report", "-o", "r.html", "--scaling-gpus", "1:1M:x2"], "--scaling-gpus"),
+    # '' meant every preset in plot and report, a typo in compare
+    (["plot", "cost", "-o", "c.svg", "--presets", ""], "--presets"),
+    # one site holds every node: the WAN the title named was never crossed
+    (
+        ["collective", "--wan", "internet-1g", "--nodes-per-site", "3", "--ranks", "16"],
+        "--nodes-per-site",
+    ),
+    # 1.5 nodes were refused only when --gpus-per-node 8 was typed
+    (["plan", "--gpus", "12"], "--gpus"),
+    # doctor took plan options unchecked
+    (
+        [
+            "doctor",
+            str(Path(__file__).parent / "data/nccl-logs/nccl-451-docker-ib-unopenable.log"),
+            "--gpus",
+            "0",
+        ],
+        "--gpus",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), FOURTH, ids=[" ".join(a)[:40] for a, _ in FOURTH])
+def test_fourth_round_inputs_name_their_option(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 2, out
+    assert out.err.startswith(f"error: {field}:"), out.err
+
+
+def test_a_from_file_that_leaves_the_request_invalid_is_one_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """The `--from` report went to stderr before the request was checked: 14 lines at exit 2."""
+    Path("config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, '
+        '"num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, '
+        '"intermediate_size": 14336}'
+    )
+    out = check(["plan", "--gpus", "16", "--from", "config.json"], capsys)
+    assert out.code == 2 and out.err.startswith("error: ") and "seq-len" in out.err, out.err
+    ok = check(["plan", "--gpus", "16", "--seq-len", "4096", "--from", "config.json"], capsys)
+    assert ok.code == 0 and "read:" in ok.err, ok.err
+
+
+def test_keys_from_a_file_are_printed_escaped(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """An unknown config.json key carrying ESC reached the terminal raw."""
+    Path("config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, '
+        '"num_attention_heads": 8, "vocab_size": 1000, "intermediate_size": 1024, '
+        '"weird\\u001b[31mkey": 1}'
+    )
+    out = check(["plan", "--gpus", "8", "--seq-len", "1024", "--from", "config.json"], capsys)
+    assert out.code == 0, out
+    assert "\x1b" not in out.err and "weird\\x1b[31mkey" in out.err, out.err
+
+
+def test_calibrate_refuses_a_run_of_one_size(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Four rows of one size (20 µs and 2,000 µs) saved a profile with R² −1 and an efficiency
+    printed as 1.038 but written as 1."""
+    row = (
+        "     1048576        262144     float     sum      -1    {t}   52.43   52.43      0"
+        "    20.00   52.43   52.43      0\n"
+    )
+    Path("nt.log").write_text(
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+        "#  Rank  0 Group  0 Pid   1234 on node1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid   1235 on node1 device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)\n" + row.format(t="20.00") * 3 + row.format(t="2000.00")
+    )
+    imported = check(
+        ["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys
+    )
+    assert imported.code == 0, imported
+    out = check(["calibrate", "1", "--db", "r.db", "--name", "one", "--rate", "400Gbps"], capsys)
+    assert out.code == 2 and "two sizes or more" in out.err, out
+
+
+def test_a_config_without_its_shape_names_the_file_not_kv_heads(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A config.json with num_key_value_heads but no hidden_size blamed --kv-heads, which the
+    user never gave, on the default catalog model."""
+    Path("config.json").write_text(
+        '{"architectures": ["LlamaForCausalLM"], "num_key_value_heads": 8, '
+        '"intermediate_size": 14336, "vocab_size": 128256}'
+    )
+    out = check(["plan", "--from", "config.json"], capsys)
+    assert out.code == 2 and out.err.startswith("error: --from: "), out.err
+    assert "no hidden_size, num_hidden_layers or num_attention_heads" in out.err, out.err
+
+
+def test_a_megatron_script_with_fp16_and_bf16_is_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    Path("train.sh").write_text(
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\\n"
+        "  --num-attention-heads 32 --seq-length 4096 --micro-batch-size 1 \\\n"
+        "  --global-batch-size 256 --fp16 --bf16\n"
+    )
+    out = check(["plan", "--from", "train.sh"], capsys)
+    assert out.code == 2 and "--fp16 and --bf16 are both set" in out.err, out.err

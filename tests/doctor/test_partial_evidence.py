@@ -120,3 +120,21 @@ def test_the_watchdogs_stack_frames_alone_are_a_collective_timeout(tmp_path: Pat
         "libtorch_cuda.so)\n"
     )
     assert [c for c, _ in _ranked(tmp_path, frames)][:1] == ["collective_timeout"]
+
+
+def test_a_result_row_with_wrong_elements_is_corrupted_data(tmp_path: Path) -> None:
+    # fuzz round 15: the per-row #wrong column was ignored without the footer
+    table = (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+        "#  Rank  0 Group  0 Pid   1234 on node1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid   1235 on node1 device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)\n"
+        "     1048576        262144     float     sum      -1    20.00   52.43   52.43"
+        "      {wrong}    20.00   52.43   52.43      0\n"
+    )
+    assert [c for c, _ in _ranked(tmp_path, table.format(wrong=5))][:1] == ["p2p_broken"]
+    assert "p2p_broken" not in [c for c, _ in _ranked(tmp_path, table.format(wrong=0))]

@@ -125,3 +125,23 @@ def test_a_60000_character_line_is_cut_not_parsed_forever(run_cli, tmp_path: Pat
     script = tmp_path / "long.sh"
     script.write_text("--num-layers " + "x" * 60_000 + "\n")
     _refused(run_cli, script)
+
+
+def test_doubling_variables_stop_at_a_bound(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # fuzz round 15: 40 lines of A{i}="$A{i-1} $A{i-1}" grew past 10 GB; each value is capped
+    lines = ["A0=1"] + [f'A{i}="$A{i - 1} $A{i - 1}"' for i in range(1, 41)]
+    lines.append("python pretrain_gpt.py --num-layers $A40 --hidden-size 64")
+    script = tmp_path / "bomb.sh"
+    script.write_text("\n".join(lines) + "\n")
+    _refused(run_cli, script, "--num-layers", "expands past 4,096 characters", "--layers")
+
+
+def test_a_shift_in_shell_arithmetic_is_not_a_heredoc(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # fuzz round 15: '<<' in $(( 1 << 62 )) was read as a heredoc and skipped the script
+    script = tmp_path / "shift.sh"
+    script.write_text(
+        "TP=$(( 1 << 62 ))\n"
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 32 --hidden-size 4096 \\\n"
+        "  --num-attention-heads 32 --tensor-model-parallel-size $TP\n"
+    )
+    _refused(run_cli, script, "--tensor-model-parallel-size", "shell arithmetic", "--tp")

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from bandwall.errors import LayoutError
+from bandwall.errors import ConfigError
 from bandwall.model.engine import evaluate
 from bandwall.planning.api import _layout_grid, evaluate_points, plan, step_options
 from bandwall.planning.request import make_request
@@ -63,12 +63,15 @@ def test_any_gpu_count_plans_or_names_gpus() -> None:
     assert p.metrics["valid"] and p.metrics["gpus"] == 1000
     # the batch stays within a quarter of the default 4 Mi tokens
     assert abs(p.metrics["global_batch"] * 8192 / 2**22 - 1) <= 0.25
-    try:
-        plan(make_request(model="llama3-70b", gpus=997))
-    except LayoutError as exc:
-        assert exc.field == "gpus" and "try --gpus" in exc.reason
-    else:
-        raise AssertionError("997 GPUs (a prime) cannot split a batch of 512")
+    # 997 is a prime: neither whole 8-GPU nodes (refused when the request is made) nor a
+    # count the default batch splits over (refused by the search), each naming --gpus
+    for gpus, kw in ((997, {}), (997, {"gpus_per_node": 1})):
+        try:
+            plan(make_request(model="llama3-70b", gpus=gpus, **kw))
+        except ConfigError as exc:
+            assert exc.field == "gpus" and "try --gpus" in exc.reason, exc
+        else:
+            raise AssertionError("997 GPUs (a prime) cannot split a batch of 512")
 
 
 @pytest.mark.parametrize(

@@ -254,6 +254,15 @@ def collective(
         congestion_control=congestion_control,
         tcp_window_bytes=window,
     )
+    if wan and nodes_per_site:
+        nodes = -(-max(rank_counts) // int(topo.gpus_per_node))
+        if nodes <= nodes_per_site:
+            raise ConfigError(
+                f"{nodes_per_site:,} nodes per site hold all {nodes:,} nodes of "
+                f"{max(rank_counts):,} ranks: the WAN is never crossed (plan says the same of "
+                "one site); give fewer nodes per site or more ranks",
+                field="nodes_per_site",
+            )
     size_grid, rank_grid = np.meshgrid(size_array, np.array(rank_counts, dtype=np.float64))
     result = evaluate_collective(
         the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo, protocol=the_proto
@@ -644,6 +653,9 @@ def calibrate(
             "had (nothing was saved)",
             field="rate",
         )
+    if fit["efficiency"] is not None and fit["efficiency"] > 1.0:
+        # within measurement noise of the line rate: saved (and so printed) as the rate
+        fit["efficiency"] = 1.0
     path = save_profile(name, fit, run, nominal)
     fit["profile"] = str(path)
     fit["fabric"] = f"measured:{name}"

@@ -121,10 +121,13 @@ def run(
         check_output(html_out, field="html", formats=(".html", ".htm"))
     hw = _hardware(fields)
     req = None
-    if "model" in fields:
+    if set(fields) - set(HARDWARE_FIELDS):
         from bandwall.cli.options import request
 
-        req = request(fields)
+        # checked as plan checks them (an invalid option exits 2), used to price a trace
+        # when a model is named
+        checked = request(fields)
+        req = checked if "model" in fields else None
     diag = diagnose(
         paths,
         fabric=hw.get("fabric"),

@@ -327,7 +327,7 @@ def results_show(
 ) -> None:
     """One run with its host, versions, arguments and measurements."""
     from bandwall.measure.bench.store import Store, parse_run_ref
-    from bandwall.report.bench_tables import collectives_table, links_tables, train_table
+    from bandwall.report.bench_tables import collectives_tables, links_tables, train_table
 
     run_id = parse_run_ref(run, "run")
 
@@ -346,7 +346,8 @@ def results_show(
     if the_run.error:
         console.print(f"error: {the_run.error}", markup=False)
     if rows:
-        console.print(collectives_table(rows, f"run {the_run.id}"))
+        for table in collectives_tables(rows, f"run {the_run.id}", console.width):
+            console.print(table)
     if links:
         for t in links_tables(links, the_run.world_size):
             console.print(t)

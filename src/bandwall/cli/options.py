@@ -162,18 +162,33 @@ FROM_PARAMETER = inspect.Parameter(
 
 def with_configs(files: list[str] | None, fields: dict[str, Any]) -> tuple[dict[str, Any], Any]:
     """`fields` under the settings `--from` files give (the command line wins), and what was
-    read (None without files); the report of what was read, defaulted and ignored goes to
-    stderr."""
+    read (None without files)."""
     if not files:
         return fields, None
     from bandwall.planning.from_config import read_configs
+
+    result = read_configs(files, fields)
+    return result.merged(fields), result
+
+
+def print_config_report(result: Any) -> None:
+    """What `--from` read, defaulted and ignored, to stderr."""
     from bandwall.planning.from_config.report import render
     from bandwall.report.text import err_console
 
-    result = read_configs(files, fields)
     for line in render(result):
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
-    return result.merged(fields), result
+
+
+def _input_error(exc: BaseException) -> bool:
+    """Whether an exception ends the command as bad input (exit 2): then its one line is all
+    stderr holds, without the `--from` report."""
+    from bandwall.errors import BandwallError
+
+    if isinstance(exc, BandwallError):
+        return True
+    code = getattr(exc, "exit_code", getattr(exc, "code", None))
+    return code == 2
 
 
 class _RequestCommand:
@@ -207,11 +222,22 @@ class _RequestCommand:
         fields = {k: kwargs.pop(k) for k in self._names if kwargs.get(k) is not None}
         for k in self._names:
             kwargs.pop(k, None)
+        result = None
         if self._configs:
             fields, result = with_configs(kwargs.pop("from_files", None), fields)
             if "from_result" in self._params:
                 kwargs["from_result"] = result
-        self._fn(fields=fields, **kwargs)
+        if result is None:
+            self._fn(fields=fields, **kwargs)
+            return
+        # the report follows the answer: a request the files make invalid ends in one line
+        try:
+            self._fn(fields=fields, **kwargs)
+        except BaseException as exc:
+            if not _input_error(exc):
+                print_config_report(result)
+            raise
+        print_config_report(result)
 
 
 def with_request_options(

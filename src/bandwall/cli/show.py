@@ -14,12 +14,12 @@ PLOT_KINDS = ("busbw", "scaling", "breakdown", "cost", "links")
 HTML_FORMATS = (".html", ".htm")
 
 
-def _presets_list(text: str) -> list[str]:
-    """--presets as keys; empty means all, but text with no key in it (' ', ',') is an error,
-    not an empty list."""
+def _presets_list(text: str | None) -> list[str]:
+    """--presets as keys; not given means all, but text with no key in it ('', ' ', ',') is
+    an error, as `compare` says: a typo, not every preset."""
     from bandwall.planning.presets import presets
 
-    if not text:
+    if text is None:
         return list(presets())
     keys = [t.strip() for t in text.split(",") if t.strip()]
     if not keys:
@@ -39,13 +39,20 @@ def _stored(ref: str, db: str | None) -> tuple[Any, list[dict[str, Any]], list[d
 def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[str, Any]:
     from bandwall.cli.options import check_scale_work, print_notes
     from bandwall.cli.root import error_line
+    from bandwall.errors import ConfigError
     from bandwall.planning.api import scale
 
     notes: list[str] = []
-    counts = [int(v) for v in expand_values("gpus", gpus, notes)]
-    reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
-    for req in reqs.values():
-        check_scale_work(req, counts * len(keys), None)
+    try:
+        counts = [int(v) for v in expand_values("gpus", gpus, notes)]
+        reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
+        for req in reqs.values():
+            check_scale_work(req, counts * len(keys), None)
+    except ConfigError as exc:
+        if exc.field != "gpus":
+            raise
+        # the counts come from --scaling-gpus: the error is about it
+        raise type(exc)(exc.reason, field="scaling_gpus") from exc
     refused: list[tuple[int, Any]] = []
     plans = {key: scale(req, counts, refused) for key, req in reqs.items()}
     notes += [f"{n:,} GPUs left out: {error_line(exc, [])}" for n, exc in refused]
@@ -58,7 +65,9 @@ def plot(
     fields: dict[str, Any],
     kind: Annotated[str, typer.Argument(help="busbw, scaling, breakdown, cost or links.")],
     output: Annotated[str, typer.Option("-o", "--output", help="file.png or file.svg")],
-    presets_: Annotated[str, typer.Option("--presets", help="Presets (default: all).")] = "",
+    presets_: Annotated[
+        str | None, typer.Option("--presets", help="Presets (default: all).")
+    ] = None,
     results: Annotated[str | None, typer.Option(help="Stored run id for busbw/links.")] = None,
     op: Annotated[
         str, typer.Option(help="busbw without --results: the op to model.")
@@ -119,7 +128,9 @@ def plot(
 def report(
     fields: dict[str, Any],
     output: Annotated[str, typer.Option("-o", "--output", help="report.html")] = "report.html",
-    presets_: Annotated[str, typer.Option("--presets", help="Presets (default: all).")] = "",
+    presets_: Annotated[
+        str | None, typer.Option("--presets", help="Presets (default: all).")
+    ] = None,
     results: Annotated[list[str] | None, typer.Option(help="Stored run ids to include.")] = None,
     scaling_gpus: Annotated[
         str | None, typer.Option(help="Add scaling curves over these GPU counts, e.g. 64:4096:x2.")

@@ -143,7 +143,7 @@ def check_layouts(
     if isinstance(w, Transformer):
         checks += [
             (Rule.CP_SEQUENCE, np.mod(w.seq_len, cp) != 0),
-            (Rule.EP_DENSE, (ep > 1) & (not w.is_moe)),
+            (Rule.EP_DENSE, ((ep > 1) | (etp > 1)) & (not w.is_moe)),
             # MoE parallel folding (Megatron-Core): the expert layers split the same
             # tp·cp·dp ranks as ep × etp × expert-dp
             (
@@ -279,6 +279,10 @@ def explain(  # noqa: C901
     if r is Rule.CP_SEQUENCE and isinstance(w, Transformer):
         return LayoutError(f"{cp} does not divide the sequence length {w.seq_len}", field="cp")
     if r is Rule.EP_DENSE:
+        if ep == 1:
+            return LayoutError(
+                f"{w.key} is dense; expert tensor parallelism needs an MoE model", field="etp"
+            )
         return LayoutError(f"{w.key} is dense; expert parallelism needs an MoE model", field="ep")
     if r is Rule.EP_DIVIDES and isinstance(w, Transformer):
         etp = layout.get("etp", 1)

@@ -235,6 +235,13 @@ def _fabric_health(
             else round((req.failed_link_fraction or 0.0) * n_links)
         )
         if not 0 <= k < n_links:
+            if req.failed_links is None:
+                raise ConfigError(
+                    f"{req.failed_link_fraction} of {int(n_links)} scale-out links rounds to "
+                    f"{k} failed; give a fraction under {(n_links - 0.5) / n_links:g} (at "
+                    "least one link must stay up)",
+                    field="failed_link_fraction",
+                )
             raise ConfigError(
                 f"{k} must be in [0, {int(n_links)}) for {int(n_links)} scale-out links",
                 field="failed_links",

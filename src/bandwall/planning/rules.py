@@ -236,6 +236,22 @@ class Facts:
             return int(load_catalog().gpu(self.req.gpu).scale_up_domain)
         return int(self.preset.gpus_per_node)
 
+    @cached_property
+    def gpu_spec(self) -> Any:
+        """The GPU the request runs on: given, or the preset's."""
+        from bandwall.catalog import load_catalog
+
+        return load_catalog().gpu(self.req.gpu or self.preset.gpu)
+
+    @property
+    def whole_below(self) -> int:
+        """The largest whole-node GPU count under the request's."""
+        return max(int(self.req.gpus) // self.gpus_per_node, 1) * self.gpus_per_node
+
+    @property
+    def whole_above(self) -> int:
+        return self.nodes * self.gpus_per_node
+
     @property
     def nodes(self) -> int:
         return -(-int(self.req.gpus) // self.gpus_per_node)
@@ -365,6 +381,19 @@ RULES: tuple[Rule, ...] = (
         )
     ),
     Rule(
+        "precision",
+        lambda f: (
+            not f.serving
+            and str(getattr(f.req.precision, "value", f.req.precision)) == "fp8"
+            and "fp8" not in {str(getattr(k, "value", k)) for k in f.gpu_spec.peak_TFLOPS}
+        ),
+        "{facts.gpu_spec.name} has no fp8 tensor cores: fp8 training needs Ada, Hopper or "
+        "newer (TransformerEngine asserts it); use --precision bf16 or an fp8 GPU "
+        "(bandwall catalog gpus)",
+        {"precision": "fp8", "gpu": "A100-SXM-80GB"},
+        triggers=("precision", "gpu", "preset"),
+    ),
+    Rule(
         "tp_comm_overlap",
         lambda f: bool(f.req.tp_comm_overlap and not f.req.sequence_parallel),
         "needs sequence parallelism (Megatron asserts it); drop --no-sequence-parallel",
@@ -384,6 +413,21 @@ RULES: tuple[Rule, ...] = (
         "{gpus:,} GPUs do not fill whole nodes of {gpus_per_node}; give a --gpus-per-node "
         "that divides --gpus (or --gpus a multiple of it)",
         {"gpus": 64, "gpus_per_node": 7},
+    ),
+    Rule(
+        "gpus",
+        lambda f: (
+            # the same for the node size the GPU or preset gives: typing the default
+            # --gpus-per-node must not change the answer
+            not f.given("gpus_per_node")
+            and f.gpus_per_node <= 8
+            and f.req.gpus > f.gpus_per_node
+            and f.req.gpus % f.gpus_per_node != 0
+        ),
+        "{gpus:,} GPUs do not fill whole nodes of {facts.gpus_per_node}; try --gpus "
+        "{facts.whole_below} or {facts.whole_above} (whole nodes), or --gpus-per-node",
+        {"gpus": 12},
+        triggers=("gpus", "gpu", "preset"),
     ),
     Rule(
         "sites",

@@ -8,40 +8,73 @@ from rich.table import Table
 
 from bandwall.units import format_size
 
+_WIDE = (
+    "op",
+    "size",
+    "count",
+    "type",
+    "in-place",
+    "time(us)",
+    "algbw(GB/s)",
+    "busbw(GB/s)",
+    "#wrong",
+    "p10(us)",
+    "p90(us)",
+    "p99(us)",
+)
+#: Below this console width a run prints one table per (op, type), without the element count
+#: and p10/p90 (`--json` and `results export` keep them), times with their unit: an 80-column
+#: pipe then cuts no cell.
+WIDE_COLUMNS = 120
 
-def collectives_table(rows: list[dict[str, Any]], title: str) -> Table:
-    t = Table(title=title)
-    for col in (
-        "op",
-        "size",
-        "count",
-        "type",
-        "in-place",
-        "time(us)",
-        "algbw(GB/s)",
-        "busbw(GB/s)",
-        "#wrong",
-        "p10(us)",
-        "p90(us)",
-        "p99(us)",
-    ):
-        t.add_column(col, justify="left" if col in ("op", "type") else "right", no_wrap=True)
+
+def collectives_tables(
+    rows: list[dict[str, Any]], title: str, width: int | None = None
+) -> list[Table]:
+    """A stored run's rows, in nccl-tests' column order (one table), or at a narrow `width`
+    one table per op and type with the columns that fit."""
+    if width is None or width >= WIDE_COLUMNS:
+        t = Table(title=title)
+        for col in _WIDE:
+            t.add_column(col, justify="left" if col in ("op", "type") else "right", no_wrap=True)
+        for r in rows:
+            t.add_row(
+                r["op"],
+                format_size(r["size_bytes"]),
+                str(r["count"]),
+                r["dtype"],
+                "yes" if r["inplace"] else "no",
+                f"{r['time_median_s'] * 1e6:,.1f}",
+                f"{r['algbw_GBps']:.3f}",
+                f"{r['busbw_GBps']:.3f}",
+                str(r["wrong"]),
+                f"{r['time_p10_s'] * 1e6:,.1f}",
+                f"{r['time_p90_s'] * 1e6:,.1f}",
+                f"{r['time_p99_s'] * 1e6:,.1f}",
+            )
+        return [t]
+    from bandwall.report.tables import format_duration
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in rows:
-        t.add_row(
-            r["op"],
-            format_size(r["size_bytes"]),
-            str(r["count"]),
-            r["dtype"],
-            "yes" if r["inplace"] else "no",
-            f"{r['time_median_s'] * 1e6:,.1f}",
-            f"{r['algbw_GBps']:.3f}",
-            f"{r['busbw_GBps']:.3f}",
-            str(r["wrong"]),
-            f"{r['time_p10_s'] * 1e6:,.1f}",
-            f"{r['time_p90_s'] * 1e6:,.1f}",
-            f"{r['time_p99_s'] * 1e6:,.1f}",
-        )
-    return t
+        groups.setdefault((str(r["op"]), str(r["dtype"])), []).append(r)
+    tables = []
+    for (op, dtype), members in groups.items():
+        t = Table(title=f"{title}: {op}, {dtype} (count, p10, p90: --json)")
+        for col in ("size", "in-place", "time", "algbw (GB/s)", "busbw (GB/s)", "#wrong", "p99"):
+            t.add_column(col, justify="right", no_wrap=col not in ("algbw (GB/s)", "busbw (GB/s)"))
+        for r in members:
+            t.add_row(
+                format_size(r["size_bytes"]),
+                "yes" if r["inplace"] else "no",
+                format_duration(r["time_median_s"]),
+                f"{r['algbw_GBps']:,.2f}",
+                f"{r['busbw_GBps']:,.2f}",
+                str(r["wrong"]),
+                format_duration(r["time_p99_s"]),
+            )
+        tables.append(t)
+    return tables
 
 
 def links_tables(rows: list[dict[str, Any]], world: int, slowest: int = 5) -> list[Table]:

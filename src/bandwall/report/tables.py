@@ -559,19 +559,35 @@ def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
         ("busbw\n(GB/s)", "right"),
         ("algo/proto", "left"),
     ):
-        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+        # algo/proto folds onto a second line rather than be cut (halving_doubling/Simple
+        # beside a million ranks and hours of time)
+        table.add_column(
+            col,
+            justify=justify,  # type: ignore[arg-type]
+            no_wrap=col != "algo/proto",
+            overflow="fold" if col == "algo/proto" else "ellipsis",
+        )
     for row in rows:
         size_b = int(row["size_bytes"])
         time_us = float(row["time_s"]) * 1e6
         table.add_row(
             f"{int(row['ranks']):,}",
             _size_cell(size_b),
-            fmt_num(time_us, 2 if time_us < 1e5 else 0),
+            # past 10 s the µs count is 11+ digits: three significant digits instead
+            fmt_num(time_us, 2 if time_us < 1e5 else 0) if time_us < 1e7 else f"{time_us:.3g}",
             _bandwidth(float(row["algbw_GBps"])),
             _bandwidth(float(row["busbw_GBps"])),
-            f"{row['algo']}/{row['protocol']}" if row.get("protocol") else str(row["algo"]),
+            _algo_cell(str(row["algo"]), row.get("protocol")),
         )
     return table
+
+
+def _algo_cell(algo: str, protocol: Any) -> str:
+    """'algo/proto'; a long pair (halving_doubling/Simple) on two lines, split at the slash."""
+    if not protocol:
+        return algo
+    text = f"{algo}/{protocol}"
+    return f"{algo}/\n{protocol}" if len(text) > 18 else text
 
 
 def models_table(rows: list[dict[str, Any]]) -> KeyedTable:

@@ -321,6 +321,20 @@ def fit_run(
             "measure more sizes",
             field="results",
         )
+    sizes = {r["size_bytes"] for r in rows if r["wrong"] == 0 and r["size_bytes"] >= min_size}
+    if len(sizes) < 2:
+        raise ConfigError(
+            f"the rows of >= {min_size} bytes hold one size ({len(sizes)}): latency and "
+            "bandwidth need two sizes or more; measure more sizes (nothing was saved)",
+            field="results",
+        )
+    if fit["r2"] < 0:
+        raise ConfigError(
+            f"the fit explains none of the rows (R2 {fit['r2']:.3f}): the times do not follow "
+            "latency + size / bandwidth; check the run with bandwall results show (nothing "
+            "was saved)",
+            field="results",
+        )
     return fit
 
 

@@ -748,7 +748,7 @@ def _p2p_broken(job: Job) -> list[Hit]:
                 LIKELY,
             )
         ]
-    wrong = _lines(job, "wrong_results")
+    wrong = _lines(job, "wrong_results") + [ln for t in job.tests for ln in t.wrong_rows]
     if wrong:
         return [
             Hit(

@@ -78,6 +78,8 @@ class TestBlock:
     not_compared: str = ""
     line: Line | None = None
     """The block's header line, for quoting."""
+    wrong_rows: list[Line] = field(default_factory=list)
+    """Result rows whose #wrong column counts wrong elements (corrupted data)."""
 
     @property
     def best_busbw_GBps(self) -> float | None:

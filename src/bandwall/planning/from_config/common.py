@@ -16,6 +16,7 @@ command line sets that field itself.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -330,9 +331,12 @@ def apply_table(fmt: str, table: FieldTable, values: Values, mapped: Mapped) -> 
         if isinstance(entry.value, str) and "$" in entry.value:
             values.used.add(key)
             flag = rule.field.replace("_", "-")
+            long = re.search(r"\$\{(\w+):too-long\}", entry.value)
             what = (
-                f"is the shell arithmetic {entry.value[:40]}, which the file's own values do "
-                "not settle (a variable set outside it, a division by zero or an overflow)"
+                f"is the shell variable ${long.group(1)}, which expands past 4,096 characters"
+                if long
+                else f"is the shell arithmetic {entry.value[:40]}, which the file's own values "
+                "do not settle (a variable set outside it, a division by zero or an overflow)"
                 if "$((" in entry.value
                 else f"is the shell variable {entry.value[:40]}, set outside the file"
             )

@@ -22,6 +22,7 @@ from bandwall.planning.from_config.common import (
     positive_int,
     to_int,
 )
+from bandwall.planning.rules import CUSTOM_DIMENSIONS
 
 FMT = "hf"
 _D = Rule(None)
@@ -136,6 +137,19 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
     act = str(values.get("hidden_act", values.get("activation_function", ""))).lower()
     shape = [a for a in mapped.assigns if a.field in ("layers", "hidden", "heads")]
     if not shape:
+        other = [a for a in mapped.assigns if a.field in CUSTOM_DIMENSIONS]
+        if other:
+            # a model's other dimensions without its shape would land on the default catalog
+            # model, and the error would name --kv-heads or --ffn the user never gave
+            mapped.problems.append(
+                Problem(
+                    "model",
+                    "the config has no hidden_size, num_hidden_layers or num_attention_heads: "
+                    "give them (--hidden, --layers, --heads with --model custom) or a catalog "
+                    "--model",
+                    other[0].sources[0] if other[0].sources else None,
+                )
+            )
         return []
     mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
     mapped.assigns[-1].sources = shape[0].sources

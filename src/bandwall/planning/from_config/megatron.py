@@ -216,7 +216,16 @@ def _precision(values: Values, mapped: Mapped) -> list[Default]:
             return []
         return [Default("fp8_recipe", "delayed", "Megatron-LM's --fp8-recipe default", FMT)]
     values.get("fp8_recipe")
-    if "bf16" in values and values.convert("bf16", to_bool):
+    bf16 = "bf16" in values and values.convert("bf16", to_bool)
+    if bf16 and "fp16" in values and values.convert("fp16", to_bool):
+        mapped.problems.append(
+            Problem(
+                "precision",
+                "--fp16 and --bf16 are both set (Megatron-LM asserts only one is); keep one",
+                values.src("fp16"),
+            )
+        )
+    elif bf16:
         mapped.assigns.append(values.assign("precision", "bf16", "bf16"))
     elif "fp16" in values and values.convert("fp16", to_bool):
         mapped.assigns.append(

@@ -48,6 +48,12 @@ _SLURM_VARS = {
     "gpus_per_node": ("SLURM_GPUS_PER_NODE", "SLURM_GPUS_ON_NODE"),
 }
 _MAX_VARS = 10_000
+#: Longest value a variable may hold: no launch setting is longer, and without a bound a
+#: script of doubling assignments (A1="$A0 $A0", ...) grows to gigabytes in 40 lines.
+_MAX_VALUE_CHARS = 4096
+#: What a variable past that length holds instead: '${NAME:too-long}' (not a form _VAR
+#: expands).
+TOO_LONG = ":too-long"
 
 
 @dataclass
@@ -314,7 +320,7 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
         if any(f[0] is False for f in stack):
             continue
         conditional = any(f[0] is None for f in stack)
-        here = _HEREDOC.search(joined)
+        here = _HEREDOC.search(_ARITH.sub("", joined))  # not a shift in $(( 1 << 62 ))
         if here:
             skip_until = here.group(1)
             script.notes.append((start, f"heredoc <<{skip_until} not read"))
@@ -325,6 +331,13 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
                 text = expand(rhs.strip("'\"") if rhs[:1] in "'\"" else rhs)
                 if a.group(2) == "+=":
                     text = script.variables.get(a.group(1), "") + text
+                if len(text) > _MAX_VALUE_CHARS:
+                    # held as a marker that does not expand further, so a setting read from
+                    # it is refused by name (common.TOO_LONG)
+                    script.notes.append(
+                        (start, f"${a.group(1)} would hold over {_MAX_VALUE_CHARS:,} characters")
+                    )
+                    text = "${" + a.group(1) + TOO_LONG + "}"
                 if not conditional or a.group(1) not in script.variables:
                     script.variables[a.group(1)] = text
                 continue
