@@ -498,3 +498,22 @@ def test_a_megatron_script_with_fp16_and_bf16_is_refused(
     )
     out = check(["plan", "--from", "train.sh"], capsys)
     assert out.code == 2 and "--fp16 and --bf16 are both set" in out.err, out.err
+
+
+def test_a_value_a_file_gave_is_refused_with_its_file_and_key(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`--kv-heads: 64 does not divide --heads 32` named an option the user never typed;
+    docs/from-config.md promises the file, line and key."""
+    Path("config.json").write_text(
+        '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, '
+        '"num_attention_heads": 32, "num_key_value_heads": 64, "vocab_size": 128256, '
+        '"intermediate_size": 14336}'
+    )
+    out = check(["plan", "--gpus", "16", "--seq-len", "4096", "--from", "config.json"], capsys)
+    assert out.code == 2 and out.err.startswith("error: --kv-heads: "), out.err
+    assert "(from config.json:1 num_key_value_heads=64)" in out.err, out.err
+    # given on the command line, the option is the user's own: no file named
+    typed = ["plan", "--gpus", "16", "--seq-len", "4096", "--kv-heads", "64"]
+    out = check([*typed, "--from", "config.json"], capsys)
+    assert out.code == 2 and "from config.json" not in out.err, out.err

@@ -180,6 +180,23 @@ def print_config_report(result: Any) -> None:
         err_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
+def _from_file(exc: BaseException, result: Any) -> BaseException:
+    """`exc` with the file, line and key of the value it refuses, where a `--from` file (and
+    not the command line) gave that field; else `exc` itself."""
+    from bandwall.errors import BandwallError
+
+    if not isinstance(exc, BandwallError) or exc.field is None:
+        return exc
+    read = next((a for a in result.read if a.field == exc.field), None)
+    if read is None or not read.sources or exc.field in result.overridden:
+        return exc
+    src = read.sources[0].describe()
+    if src in exc.reason:
+        return exc
+    out = type(exc)(f"{exc.reason} (from {src})", field=exc.field)
+    return out
+
+
 def _input_error(exc: BaseException) -> bool:
     """Whether an exception ends the command as bad input (exit 2): then its one line is all
     stderr holds, without the `--from` report."""
@@ -230,13 +247,15 @@ class _RequestCommand:
         if result is None:
             self._fn(fields=fields, **kwargs)
             return
-        # the report follows the answer: a request the files make invalid ends in one line
+        # the report follows the answer: a request the files make invalid ends in one line,
+        # which says where the refused value came from when a file gave it
         try:
             self._fn(fields=fields, **kwargs)
         except BaseException as exc:
             if not _input_error(exc):
                 print_config_report(result)
-            raise
+                raise
+            raise _from_file(exc, result) from None
         print_config_report(result)
 
 
