@@ -138,3 +138,29 @@ def test_a_result_row_with_wrong_elements_is_corrupted_data(tmp_path: Path) -> N
     )
     assert [c for c, _ in _ranked(tmp_path, table.format(wrong=5))][:1] == ["p2p_broken"]
     assert "p2p_broken" not in [c for c, _ in _ranked(tmp_path, table.format(wrong=0))]
+
+
+def test_one_rank_rows_that_start_over_are_separate_jobs(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#294: built without MPI=1 and started under mpirun; no header kept
+    row = (
+        "  {size:>10}      {count:>8}     float     sum      -1    631.9  212.41    0.00      0"
+        "     0.51  263017.30    0.00      0\n"
+    )
+    sizes = [134217728, 268435456, 134217728, 268435456, 536870912, 268435456]
+    tail = (
+        "h1:19570:19570 [0] NCCL INFO comm 0x55ba38f2abd0 rank 0 nranks 1 cudaDev 0 busId "
+        "200010 - Destroy COMPLETE\n# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0\n"
+    )
+    text = "".join(row.format(size=s, count=s // 4) for s in sizes) + tail
+    assert [c for c, _ in _ranked(tmp_path, text)][:1] == ["tests_without_mpi"]
+    # one process on one GPU prints the same zeros once, in order: a one-GPU run
+    ordered = "".join(row.format(size=s, count=s // 4) for s in sorted(set(sizes))) + tail
+    assert "tests_without_mpi" not in [c for c, _ in _ranked(tmp_path, ordered)]
+
+
+def test_socket_types_of_ib_and_socket_crossed_are_different_transports(tmp_path: Path) -> None:
+    # NVIDIA/nccl-tests#360: NCCL_* exported in the shell but not passed with mpirun -x
+    line = "node-0:5109:5177 [0] misc/socket.cc:502 NCCL WARN socketFinalizeAccept: wrong type {}\n"
+    assert [c for c, _ in _ranked(tmp_path, line.format("4 != 3"))][:1] == ["net_plugin_mismatch"]
+    # bootstrap against proxy is a malformed message: another NCCL version
+    assert [c for c, _ in _ranked(tmp_path, line.format("2 != 1"))][:1] == ["mixed_versions"]

@@ -13,6 +13,7 @@ the evidence supports, so the ranking can say which is most likely and the other
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -106,7 +107,7 @@ def _tests_without_mpi(job: Job) -> list[Hit]:
         ]
     heads = max((log.concurrent_test_runs for log in job.logs), key=len, default=[])
     if not heads:
-        return []
+        return _one_rank_runs(job)
     return [
         Hit(
             "tests_without_mpi",
@@ -118,6 +119,34 @@ def _tests_without_mpi(job: Job) -> list[Hit]:
             missing="the '# Rank' lines of every process (an MPI run lists all ranks once)",
         )
     ]
+
+
+def _one_rank_runs(job: Job) -> list[Hit]:
+    """Reduction rows whose busbw is 0.00 beside a nonzero algbw (one rank per communicator),
+    with sizes that start over within one output: several processes each ran its own
+    one-rank job and printed into the same log (NVIDIA/nccl-tests#294: built without MPI=1
+    and started under mpirun). One process on one GPU prints the same zeros once, in order:
+    that is a one-GPU run, not this."""
+    for log in job.logs:
+        rows = log.one_rank_rows
+        if len(rows) < 4 or log.other_rows:
+            continue
+        sizes = [size for size, _ in rows]
+        restarts = sum(1 for a, b in itertools.pairwise(sizes) if b < a)
+        if not restarts:
+            continue
+        return [
+            Hit(
+                "tests_without_mpi",
+                first([ln for _, ln in rows], 2),
+                f"every reduction row has busbw 0.00 beside a nonzero algbw (each communicator "
+                f"holds one rank) and the sizes start over {restarts:,} times: several "
+                "processes each ran alone and printed into one log",
+                LIKELY,
+                missing="the '# Rank' lines of every process (an MPI run lists all ranks once)",
+            )
+        ]
+    return []
 
 
 @detector("shm_space")
@@ -329,7 +358,9 @@ def _mixed_versions(job: Job) -> list[Hit]:
             )
         ]
     family = [ln for k, ln in job.all("iface_errors") if k == "family"]
-    wrongtype = [ln for k, ln in job.all("socket_errors") if k == "wrongtype"]
+    wrongtype = [
+        ln for k, ln in job.all("socket_errors") if k == "wrongtype" and not _net_types_crossed(ln)
+    ]
     if family or wrongtype:
         return [
             Hit(
@@ -342,6 +373,14 @@ def _mixed_versions(job: Job) -> list[Hit]:
             )
         ]
     return []
+
+
+def _net_types_crossed(line: Line) -> bool:
+    """socketFinalizeAccept's 'wrong type A != B' between NET/Socket (3) and NET/IB (4):
+    NCCL's socket types (src/include/socket.h ncclSocketType: 1 bootstrap, 2 proxy, 3 net
+    socket, 4 net IB, 5 RAS). Two ranks on different transports, not a malformed message."""
+    m = re.search(r"wrong type (\d+) != (\d+)", line.text)
+    return m is not None and {m.group(1), m.group(2)} == {"3", "4"}
 
 
 @detector("gpu_memory")
@@ -1071,6 +1110,22 @@ def _net_plugin_mismatch(job: Job) -> list[Hit]:
                 f"a NET plugin loads on {', '.join(sorted(loaded))} but not on "
                 f"{', '.join(sorted(absent))}",
                 CERTAIN,
+            )
+        ]
+    crossed = [
+        ln for k, ln in job.all("socket_errors") if k == "wrongtype" and _net_types_crossed(ln)
+    ]
+    if crossed:
+        return [
+            Hit(
+                "net_plugin_mismatch",
+                first(crossed, 2),
+                "a peer connected with NET/IB's socket where this rank listens with "
+                "NET/Socket's (socket types 4 and 3, src/include/socket.h): the ranks chose "
+                "different network transports, as when NCCL_IB_DISABLE, NCCL_NET or a "
+                "plugin path is set on some nodes only (mpirun without -x)",
+                LIKELY,
+                missing="the 'Using network' line of a rank on every node",
             )
         ]
     nets = {h: v.networks.most_common(1)[0][0] for h, v in hosts.items() if v.networks}

@@ -340,6 +340,12 @@ class NcclLog:
     (table rows, test failures) the log had printed before it."""
     table_header: list[Line] = field(default_factory=list)
     table_rows: int = 0
+    one_rank_rows: list[tuple[int, Line]] = field(default_factory=list)
+    """(size, line) of result rows, with or without a header, whose out-of-place busbw is
+    0.00 while algbw is not: a reduction over one rank (nccl-tests' busbw factor
+    2(n-1)/n or (n-1)/n is 0 at n = 1)."""
+    other_rows: int = 0
+    """Result rows with a nonzero busbw."""
 
     # --- what the evidence says --------------------------------------------------------------
 
@@ -547,6 +553,22 @@ class _Parser:
         """Where nccl-tests' runs start and what they printed: bookkeeping, not evidence by
         itself (a file of headers alone is not understood)."""
         log = self.log
+        body = _TOOL_PREFIX.sub("", text, count=1)
+        if _TABLE_ROW.match(body):
+            tokens = body.split()
+            # size count type redop root time algbw busbw #wrong ... (13 tokens), or without
+            # root (12: time algbw busbw at 4-6)
+            at = {13: 6, 12: 5}.get(len(tokens))
+            try:
+                algbw, busbw = (float(tokens[at]), float(tokens[at + 1])) if at else (0, 0)
+                size = int(tokens[0])
+            except ValueError:
+                algbw = busbw = 0.0
+                size = 0
+            if busbw == 0 and algbw > 0:
+                log.one_rank_rows.append((size, Line(log.source, number, text)))
+            elif busbw > 0:
+                log.other_rows += 1
         # a result row after the table header, or after the run header when an excerpt
         # dropped the table header
         if (log.table_header or log.test_runs) and _TABLE_ROW.match(
