@@ -386,7 +386,7 @@ FOURTH = [
     # a fraction rounding to every link named --failed-links, which was not given
     (["plan", "--gpus", "16", "--failed-link-fraction", "0.9999999"], "--failed-link-fraction"),
     # the work budget of report's scaling counts named --gpus
-    (["report", "-o", "r.html", "--scaling-gpus", "1:1M:x2"], "--scaling-gpus"),
+    (["report", "-o", "r.html", "--scaling-gpus", "8:16384:+8"], "--scaling-gpus"),
     # '' meant every preset in plot and report, a typo in compare
     (["plot", "cost", "-o", "c.svg", "--presets", ""], "--presets"),
     # one site holds every node: the WAN the title named was never crossed
@@ -517,3 +517,83 @@ def test_a_value_a_file_gave_is_refused_with_its_file_and_key(
     typed = ["plan", "--gpus", "16", "--seq-len", "4096", "--kv-heads", "64"]
     out = check([*typed, "--from", "config.json"], capsys)
     assert out.code == 2 and "from config.json" not in out.err, out.err
+
+
+# --- a fifth round (2026-12-07, fuzz round 16) ----------------------------------------------
+
+SWEEPS_THAT_RUN = [
+    # the fixed options were checked without the axes: a WAN from a list, layers from a list
+    ["sweep", "--gpus", "16", "--wan", "internet-1g,internet-10g", "--sites", "2"],
+    [
+        "sweep",
+        "--gpus",
+        "16",
+        "--model",
+        "custom",
+        "--layers",
+        "2,4",
+        "--hidden",
+        "64",
+        "--heads",
+        "2",
+        "--vocab",
+        "100",
+        "--seq-len",
+        "512",
+    ],
+    # a combination a rule refuses is one refused row, not the whole sweep
+    ["sweep", "--gpus", "16", "--precision", "fp8,bf16", "--gpu", "A100-SXM-80GB"],
+]
+
+
+@pytest.mark.parametrize("argv", SWEEPS_THAT_RUN, ids=[" ".join(a[3:6]) for a in SWEEPS_THAT_RUN])
+def test_sweeps_whose_axes_make_them_valid_run(
+    argv: list[str], capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 0, out
+
+
+def test_a_refused_sweep_combination_is_a_refused_row(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(
+        ["sweep", "--gpus", "16", "--precision", "fp8,bf16", "--gpu", "A100-SXM-80GB", "--csv"],
+        capsys,
+    )
+    assert out.code == 0, out
+    rows = [line.split(",") for line in out.out.strip().splitlines()]
+    head = rows[0]
+    valid = {r[head.index("precision")]: r[head.index("valid")] for r in rows[1:]}
+    assert valid == {"fp8": "false", "bf16": "true"}, valid
+    assert "1 of 2 rows are refused" in out.err and "--precision" in out.err, out.err
+
+
+def test_import_refuses_a_block_of_more_rows_than_a_run_holds(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A 100,000-row block imported in 6 s, then `results show` took 109 s and 1.2 GB."""
+    from bandwall.measure.importers.nccl_tests import MAX_BLOCK_ROWS
+
+    row = (
+        "  {size:>10}  {count:>10}     float     sum      -1    20.00   52.43   52.43      0"
+        "    20.00   52.43   52.43      0\n"
+    )
+    head = (
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)\n"
+    )
+    rows = "".join(row.format(size=4 * (i + 1), count=i + 1) for i in range(MAX_BLOCK_ROWS + 1))
+    Path("big.log").write_text(head + rows + "# Out of bounds values : 0 OK\n")
+    out = check(["import", "nccl-tests", "big.log", "--op", "all_reduce", "--db", "r.db"], capsys)
+    assert out.code == 2 and "at most 10,000" in out.err, out.err
+
+
+def test_plot_scaling_runs_with_its_own_defaults(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """8 default counts × 6 presets ran over the work budget together: always exit 2."""
+    out = check(["plot", "scaling", "-o", "s.svg"], capsys)
+    assert out.code == 0 and Path("s.svg").stat().st_size > 0, out

@@ -401,7 +401,7 @@ def sweep(
             base[name] = values[0]
         else:
             axes[name] = values
-    req = request(base)
+    req = _sweep_base(base, axes)
     largest = max(axes, key=lambda k: len(axes[k])) if axes else "gpus"
     check_work(sweep_work(req, axes), parse_max_points(max_points), largest)
     import numpy as np
@@ -426,6 +426,25 @@ def sweep(
         err_console.print(f"wrote {n:,} rows to {output}")
     elif not as_csv:
         console.print(sweep_table(table, list(axes), top))
+
+
+def _sweep_base(base: dict[str, Any], axes: dict[str, list[Any]]) -> Any:
+    """The request a sweep varies: the fixed options with the first combination of axis values
+    the cross-field rules accept (`--wan a,b --sites 2` needs a WAN from its axis; `--layers
+    2,4` is what `--model custom` lacks on its own). No combination accepted: the first one's
+    error."""
+    import itertools
+
+    first: BandwallError | None = None
+    names = list(axes)
+    for combo in itertools.islice(itertools.product(*(axes[k] for k in names)), 256):
+        try:
+            return request({**base, **dict(zip(names, combo, strict=True))})
+        except BandwallError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+    return request(base)
 
 
 def _row_refusal(base: dict[str, Any], point: dict[str, Any]) -> BandwallError | None:

@@ -370,12 +370,15 @@ def parse_max_points(text: str | None) -> int | None:
     return None if text is None else parse_int(text, "max_points", lo=1)
 
 
-def check_scale_work(req: PlanRequest, counts: list[int], max_points: str | None) -> None:
-    """`scale` plans each count on its own: every count is a looped combination."""
+def check_scale_work(
+    req: PlanRequest, counts: list[int], max_points: str | None, *, override: bool = True
+) -> None:
+    """`scale` plans each count on its own: every count is a looped combination. `override`:
+    the command has --max-points (plot and report do not)."""
     from bandwall.planning.budget import Work, check_work, layouts_searched
 
     work = Work(len(counts), len(counts), layouts_searched(req), len(counts))
-    check_work(work, parse_max_points(max_points), "gpus")
+    check_work(work, parse_max_points(max_points), "gpus", override=override)
 
 
 def model_parameter(model: type[Any], name: str) -> inspect.Parameter:

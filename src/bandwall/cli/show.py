@@ -46,8 +46,10 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
     try:
         counts = [int(v) for v in expand_values("gpus", gpus, notes)]
         reqs = {key: request(fields, preset=key, gpus=counts[0]) for key in keys}
+        # the budget is per preset: each is one `scale` (the default 8 counts × 6 presets
+        # ran over it together, so `plot scaling` failed with its own defaults)
         for req in reqs.values():
-            check_scale_work(req, counts * len(keys), None)
+            check_scale_work(req, counts, None, override=False)
     except ConfigError as exc:
         if exc.field != "gpus":
             raise

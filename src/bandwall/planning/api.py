@@ -410,7 +410,10 @@ def _axis_values(req: PlanRequest, name: str, values: list[Any]) -> list[Any]:
     base = req.model_dump(exclude_unset=True)
     for v in values:
         try:
-            out.append(getattr(PlanRequest.model_validate({**base, name: v}), name))
+            # the field alone: a value the cross-field rules refuse in some combinations
+            # (fp8 beside an A100 of a --gpu axis) leaves that row invalid, not the sweep
+            checked = PlanRequest.model_validate({**base, name: v}, context={"fields_only": True})
+            out.append(getattr(checked, name))
         except Exception as exc:  # pydantic.ValidationError
             from pydantic import ValidationError
 
@@ -445,9 +448,14 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
     grid_shape = tuple(len(v) for v in vec_axes.values())
     for combo in itertools.product(*(axes[k] for k in loop_names)):
         sub = req.model_copy(update=dict(zip(loop_names, combo, strict=True)))
+        # a combination the request's cross-field rules refuse (fp8 on an A100 of a --gpu
+        # axis) is priced but kept invalid, as a layout that does not divide is
+        refused = loop_names and _breaks_rules(sub)
         if "gpus" in vec_axes:  # the request's own gpus must not cap a larger axis value
             sub = sub.model_copy(update={"gpus": int(np.max(vec_axes["gpus"]))})
         _, m, _ = evaluate_points(sub, vec_axes, flat=bool(loop_names))
+        if refused:
+            m = dataclasses.replace(m, valid=np.zeros(np.shape(m.valid), dtype=bool))
         n = len(m)
         # no loop axis: one combination, its columns kept on the axes they vary along and
         # filled together at the end (`_grid_columns`)
@@ -475,6 +483,17 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         for k, column in _grid_columns(grid).items():
             columns[k].append(column)
     return {k: _whole(k, v[0] if len(v) == 1 else np.concatenate(v)) for k, v in columns.items()}
+
+
+def _breaks_rules(req: PlanRequest) -> bool:
+    """Whether one sweep combination breaks a cross-field rule of the request schema."""
+    from bandwall.planning import rules
+
+    try:
+        rules.check(req)
+    except ConfigError:
+        return True
+    return False
 
 
 def _distinct_part(value: np.ndarray) -> np.ndarray:

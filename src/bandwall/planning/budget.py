@@ -85,8 +85,9 @@ def sweep_work(req: Any, axes: dict[str, list[Any]]) -> Work:
     return Work(rows, loops, layouts_searched(req, tuple(axes)), values)
 
 
-def check_work(work: Work, max_points: int | None, field: str) -> None:
-    """Refuse `work` over the budget, naming `field` (the largest axis) and the override."""
+def check_work(work: Work, max_points: int | None, field: str, *, override: bool = True) -> None:
+    """Refuse `work` over the budget, naming `field` (the largest axis) and, where the command
+    has it (`override`), --max-points."""
     limit = DEFAULT_MAX_POINTS if max_points is None else max_points
     if max_points is not None and not 1 <= max_points <= HARD_MAX_POINTS:
         raise ConfigError(
@@ -94,9 +95,13 @@ def check_work(work: Work, max_points: int | None, field: str) -> None:
         )
     if work.points > limit:
         raise ConfigError(
-            f"{work.describe()}, over the budget of {limit:,}: give fewer values, fix layout "
-            f"axes (--tp, --pp, ...) to search fewer layouts, or raise --max-points "
-            "(a million points take about 15 s on two cores)",
+            f"{work.describe()}, over the budget of {limit:,}: give fewer values"
+            + (
+                ", fix layout axes (--tp, --pp, ...) to search fewer layouts, or raise "
+                "--max-points (a million points take about 15 s on two cores)"
+                if override
+                else " or fix layout axes (--tp, --pp, ...) to search fewer layouts"
+            ),
             field=field,
         )
 

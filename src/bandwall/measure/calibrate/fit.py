@@ -82,8 +82,21 @@ def load_run(ref: str, db: str | None) -> tuple[Run, list[dict[str, Any]]]:
 
 #: Largest `results export` JSON read back (a run of 10,000 sizes is about 5 MiB).
 MAX_EXPORT_BYTES = 64 << 20
+#: Most rows an export may hold: what `import` stores per block (MAX_BLOCK_ROWS) times a few
+#: blocks; a 100,000-row export took 50 s to validate.
+MAX_EXPORT_ROWS = 40_000
 #: Deepest nesting of an export JSON (it has 3 levels; a deep one is an attack on the parser).
 MAX_EXPORT_DEPTH = 32
+
+
+def _check_rows_list(rows: Any, path: Path) -> None:
+    if not isinstance(rows, list):
+        raise ConfigError(f"{str(path)!r} has no 'rows' list", field="results")
+    if len(rows) > MAX_EXPORT_ROWS:
+        raise ConfigError(
+            f"{str(path)!r} has {len(rows):,} rows; a run holds at most {MAX_EXPORT_ROWS:,}",
+            field="results",
+        )
 
 
 def load_export(path: Path) -> tuple[Run, list[dict[str, Any]]]:
@@ -112,8 +125,7 @@ def load_export(path: Path) -> tuple[Run, list[dict[str, Any]]]:
         ) from None
     if not (isinstance(data, dict) and isinstance(data.get("run"), dict)):
         raise ConfigError(f"{str(path)!r} has no 'run' object", field="results")
-    if not isinstance(data.get("rows"), list):
-        raise ConfigError(f"{str(path)!r} has no 'rows' list", field="results")
+    _check_rows_list(data.get("rows"), path)
     info = data["run"]
     try:
         run = Run(**{k: info[k] for k in Run.__dataclass_fields__})

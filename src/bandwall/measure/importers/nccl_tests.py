@@ -429,6 +429,12 @@ def store_rows(block: Block, op: Op, world: int, source: str = "log") -> list[di
     return out
 
 
+#: Rows one block may hold: a size sweep from 8 B to 16 GiB doubling is 32 rows, a fine
+#: sweep (-i step) a few thousand; beyond this `results show`, `validate` and `calibrate` on
+#: the run take minutes (a 100,000-row block took 109 s and 1.2 GB to show).
+MAX_BLOCK_ROWS = 10_000
+
+
 def import_log(
     text: str | Iterable[str],
     source: str,
@@ -449,6 +455,14 @@ def import_log(
             "header followed by rows)",
             field="log",
         )
+    for b in blocks:
+        if len(b.rows) > MAX_BLOCK_ROWS:
+            raise ConfigError(
+                f"the block at line {b.first_line} has {len(b.rows):,} rows; at most "
+                f"{MAX_BLOCK_ROWS:,} (nccl-tests prints one per size, a few dozen per op); "
+                "nothing was stored",
+                field="log",
+            )
     plans = [(b, *resolve(b, op, ranks)) for b in blocks]
     rows_of = [store_rows(b, chosen, world, source) for b, chosen, world, _ in plans]
     out = []
