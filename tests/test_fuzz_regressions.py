@@ -597,3 +597,52 @@ def test_plot_scaling_runs_with_its_own_defaults(
     """8 default counts × 6 presets ran over the work budget together: always exit 2."""
     out = check(["plot", "scaling", "-o", "s.svg"], capsys)
     assert out.code == 0 and Path("s.svg").stat().st_size > 0, out
+
+
+SERVING_CONFLICTS = [
+    # options a serving request dropped without a word
+    (["infer", "--scenario", "offline", "--request-rate", "5"], "--request-rate"),
+    (["infer", "--dataset", "sharegpt", "--prompt-tokens", "100"], "--prompt-tokens"),
+    (["compare", "--infer", "--infer-models", "llama3-8b", "--model", "llama3-70b"], "--model"),
+    # a cap above the board's limit was printed as the cap; fp8 serving on an A100
+    (["infer", "--power-cap-w", "5000"], "--power-cap-w"),
+    (["plan", "--gpus", "16", "--power-cap-w", "800", "--gpu", "A100-SXM-80GB"], "--power-cap-w"),
+    (["infer", "--precision", "fp8", "--gpu", "A100-SXM-80GB"], "--precision"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "field"), SERVING_CONFLICTS, ids=[" ".join(a)[:40] for a, _ in SERVING_CONFLICTS]
+)
+def test_serving_options_a_request_would_drop_are_refused(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 2 and out.err.startswith(f"error: {field}:"), out.err
+
+
+def test_names_from_an_imported_log_reach_the_terminal_escaped(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A hostname carrying ESC[2J cleared the screen from `results list` and `results show`."""
+    Path("nt.log").write_text(
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
+        "#  Rank  0 Group  0 Pid   1234 on n\x1b[2Jpwn device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
+        "#  Rank  1 Group  0 Pid   1235 on n\x1b[2Jpwn device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
+        "     time   algbw   busbw #wrong\n"
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
+        "     (us)  (GB/s)  (GB/s)\n"
+        "     1048576        262144     float     sum      -1    20.00   52.43   52.43      0"
+        "    20.00   52.43   52.43      0\n"
+        "     2097152        524288     float     sum      -1    30.00   69.91   69.91      0"
+        "    30.00   69.91   69.91      0\n# Out of bounds values : 0 OK\n"
+    )
+    assert (
+        check(["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys).code
+        == 0
+    )
+    for argv in (["results", "list", "--db", "r.db"], ["results", "show", "1", "--db", "r.db"]):
+        out = check(argv, capsys)
+        assert out.code == 0 and "\x1b" not in out.out, out.out

@@ -237,3 +237,13 @@ def test_served_with_a_token_over_http(tmp_path: Path) -> None:
         )
         with urllib.request.urlopen(req, timeout=5) as r:
             assert r.status == 200
+
+
+def test_the_api_refuses_what_the_cli_refuses(client: TestClient) -> None:
+    """Fuzz round 16: 12 ranks on 8-GPU nodes priced over the API (the CLI refuses them), and
+    an empty preset list meant every preset (the CLI's --presets '' is a typo)."""
+    r = client.post("/api/collective", json={"ranks": 12, "sizes": "1G"})
+    assert r.status_code == 422 and ["body", "ranks"] in _locs(r), r.text
+    assert client.post("/api/collective", json={"ranks": 16, "sizes": "1G"}).status_code == 200
+    r = client.post("/api/compare", json={"presets": [], "plan": {"gpus": 16}})
+    assert r.status_code == 422 and ["body", "presets"] in _locs(r), r.text

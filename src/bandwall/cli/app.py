@@ -94,20 +94,6 @@ def _check_ranks(text: str) -> list[int]:
     return values
 
 
-def _check_whole_nodes(rank_counts: list[int], gpus_per_node: int) -> None:
-    """Ranks beyond one node fill whole nodes, as `plan` asks of --gpus: the model prices
-    n / gpus-per-node nodes, and a job of 8 ranks on nodes of 3 is not one NCCL sees."""
-    ragged = [r for r in rank_counts if r > gpus_per_node and r % gpus_per_node]
-    if ragged:
-        r, g = ragged[0], gpus_per_node
-        raise ConfigError(
-            f"{r:,} ranks do not fill whole nodes of {g}: give at most {g} or a multiple of "
-            f"{g} ({r // g * g:,} or {(r // g + 1) * g:,}), or a --gpus-per-node that divides "
-            f"{r:,}",
-            field="ranks",
-        )
-
-
 def collective(
     op: Annotated[
         str,
@@ -205,7 +191,7 @@ def collective(
         parse_op,
         parse_protocol,
     )
-    from bandwall.model.topology import collective_topology
+    from bandwall.model.topology import check_whole_nodes, collective_topology
     from bandwall.planning.request import check_fields
     from bandwall.report.tables import collective_table
     from bandwall.units import parse_size, parse_size_range
@@ -231,7 +217,7 @@ def collective(
     the_proto = parse_protocol(protocol) if protocol else None
     window = float(parse_size(tcp_window, "tcp_window")) if tcp_window else None
     rank_counts = _check_ranks(ranks)
-    _check_whole_nodes(rank_counts, gpus_per_node)
+    check_whole_nodes(rank_counts, gpus_per_node)
     size_array = parse_size_range(sizes)
     topo = collective_topology(
         max_ranks=max(rank_counts),
@@ -358,6 +344,12 @@ def compare(
         from bandwall.cli.infer import run_compare_infer
 
         models = _split(infer_models, "infer_models") if infer_models is not None else None
+        if models is not None and "model" in fields:
+            raise ConfigError(
+                "--infer-models names the models to compare; drop --model (or give it as the "
+                "one model of --infer-models)",
+                field="model",
+            )
         run_compare_infer(fields, keys, models=models, as_json=as_json, as_csv=as_csv, chart=chart)
         return
     plans = compare_plans(request(fields, preset=keys[0]), keys)

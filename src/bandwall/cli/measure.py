@@ -25,7 +25,7 @@ from bandwall.measure.requests import (
     Monitor,
     build,
 )
-from bandwall.report.text import console, emit, err_console, print_json
+from bandwall.report.text import console, emit, err_console, print_json, printable
 from bandwall.units import parse_size
 
 if TYPE_CHECKING:
@@ -307,13 +307,13 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
             str(r["world_size"]),
             r["backend"],
             str(r["rows"]),
-            str(r["host"]),
+            printable(r["host"]),
         ]
         t.add_row(*cells)
     console.print(t)
     for r in runs:  # below the table: an error is a sentence, too wide for a column
         if r["error"]:
-            console.print(f"run {r['id']} {r['status']}: {r['error']}", markup=False)
+            console.print(f"run {r['id']} {r['status']}: {printable(r['error'])}", markup=False)
 
 
 RunId = Annotated[
@@ -339,12 +339,15 @@ def results_show(
     if emit(doc, as_json, as_csv, rows or links or train):
         return
     console.print(
-        f"run {the_run.id} · {the_run.kind} · {the_run.status} · {the_run.world_size} ranks · "
-        f"{the_run.backend} · {the_run.created_at} · {the_run.host.get('hostname')} · "
-        f"{the_run.versions}"
+        printable(
+            f"run {the_run.id} · {the_run.kind} · {the_run.status} · {the_run.world_size} "
+            f"ranks · {the_run.backend} · {the_run.created_at} · "
+            f"{the_run.host.get('hostname')} · {the_run.versions}"
+        ),
+        markup=False,
     )
     if the_run.error:
-        console.print(f"error: {the_run.error}", markup=False)
+        console.print(f"error: {printable(the_run.error)}", markup=False)
     if rows:
         for table in collectives_tables(rows, f"run {the_run.id}", console.width):
             console.print(table)

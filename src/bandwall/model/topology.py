@@ -817,3 +817,19 @@ def wan_link(
         mss_bytes=1500.0 - TCP_IP_HEADER_BYTES,
         transport=Transport.TCP.value,
     )
+
+
+def check_whole_nodes(rank_counts: list[int], gpus_per_node: int) -> None:
+    """Ranks beyond one node fill whole nodes, as `plan` asks of --gpus: the model prices
+    n / gpus-per-node nodes, and a job of 8 ranks on nodes of 3 is not one NCCL sees."""
+    from bandwall.errors import ConfigError
+
+    ragged = [r for r in rank_counts if r > gpus_per_node and r % gpus_per_node]
+    if ragged:
+        r, g = ragged[0], gpus_per_node
+        raise ConfigError(
+            f"{r:,} ranks do not fill whole nodes of {g}: give at most {g} or a multiple of "
+            f"{g} ({r // g * g:,} or {(r // g + 1) * g:,}), or a --gpus-per-node that divides "
+            f"{r:,}",
+            field="ranks",
+        )

@@ -347,6 +347,14 @@ def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
     it as a GPU running at a few per cent of its speed while drawing more than the cap."""
     from bandwall.catalog.power import load_power
 
+    if cap_W > gpu.tdp_W:
+        # nvidia-smi -pl refuses a limit above the board's maximum; the energy model would
+        # clamp it silently and print the cap as given
+        raise ConfigError(
+            f"{cap_W:g} W is above a {gpu.name}'s {gpu.tdp_W:g} W limit (its TDP); give at "
+            f"most {gpu.tdp_W:g} W, or leave --power-cap-w out",
+            field="power_cap_W",
+        )
     try:
         idle = load_power().gpu(gpu.name).idle_W
     except CatalogError:

@@ -383,13 +383,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "precision",
         lambda f: (
-            not f.serving
-            and str(getattr(f.req.precision, "value", f.req.precision)) == "fp8"
+            str(getattr(f.req.precision, "value", f.req.precision)) == "fp8"
             and "fp8" not in {str(getattr(k, "value", k)) for k in f.gpu_spec.peak_TFLOPS}
         ),
-        "{facts.gpu_spec.name} has no fp8 tensor cores: fp8 training needs Ada, Hopper or "
-        "newer (TransformerEngine asserts it); use --precision bf16 or an fp8 GPU "
-        "(bandwall catalog gpus)",
+        "{facts.gpu_spec.name} has no fp8 tensor cores: fp8 compute needs Ada, Hopper or "
+        "newer (TransformerEngine and TensorRT-LLM assert it); use --precision bf16 or an "
+        "fp8 GPU (bandwall catalog gpus)",
         {"precision": "fp8", "gpu": "A100-SXM-80GB"},
         triggers=("precision", "gpu", "preset"),
     ),
@@ -463,6 +462,29 @@ RULES: tuple[Rule, ...] = (
             serving_only=True,
         )
         for name in TRAINING_ONLY
+    ),
+    Rule(
+        "request_rate_per_s",
+        lambda f: f.serving and f.given("request_rate_per_s") and f.req.scenario == "offline",
+        "the offline scenario queues every request at once; an arrival rate is the server "
+        "scenario's: drop --request-rate or use --scenario server",
+        {"scenario": "offline", "request_rate_per_s": 5.0},
+        serving_only=True,
+        triggers=("request_rate_per_s", "scenario"),
+    ),
+    *(
+        Rule(
+            name,
+            (lambda n: lambda f: f.serving and f.given(n) and f.req.dataset not in (None, "fixed"))(
+                name
+            ),
+            "applies to --dataset fixed; {dataset} gives its own lengths: drop it or use "
+            "--dataset fixed",
+            {"dataset": "sharegpt", name: 100},
+            serving_only=True,
+            triggers=(name, "dataset"),
+        )
+        for name in ("prompt_tokens", "output_tokens")
     ),
     Rule(
         "concurrency",

@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
+from bandwall.report.text import printable
 from bandwall.units import format_size
 
 _WIDE = (
@@ -39,10 +40,10 @@ def collectives_tables(
             t.add_column(col, justify="left" if col in ("op", "type") else "right", no_wrap=True)
         for r in rows:
             t.add_row(
-                r["op"],
+                printable(r["op"]),
                 format_size(r["size_bytes"]),
                 str(r["count"]),
-                r["dtype"],
+                printable(r["dtype"]),
                 "yes" if r["inplace"] else "no",
                 f"{r['time_median_s'] * 1e6:,.1f}",
                 f"{r['algbw_GBps']:.3f}",
@@ -60,7 +61,7 @@ def collectives_tables(
         groups.setdefault((str(r["op"]), str(r["dtype"])), []).append(r)
     tables = []
     for (op, dtype), members in groups.items():
-        t = Table(title=f"{title}: {op}, {dtype} (count, p10, p90: --json)")
+        t = Table(title=printable(f"{title}: {op}, {dtype} (count, p10, p90: --json)"))
         for col in ("size", "in-place", "time", "algbw (GB/s)", "busbw (GB/s)", "#wrong", "p99"):
             t.add_column(col, justify="right", no_wrap=col not in ("algbw (GB/s)", "busbw (GB/s)"))
         for r in members:

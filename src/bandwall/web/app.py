@@ -461,9 +461,15 @@ def create_app(  # noqa: C901
     @app.post("/api/compare", summary="The same job on several presets", responses=busy)
     @heavy
     def api_compare(q: CompareQuery) -> JSONResponse:
+        from bandwall.errors import ConfigError
         from bandwall.planning.api import compare
         from bandwall.planning.presets import presets
 
+        if q.presets is not None and not q.presets:
+            # an empty list is a typo, as the CLI's --presets '' is; leave it out for all
+            raise ConfigError(
+                "an empty list; give preset keys, or leave it out for all", field="presets"
+            )
         keys = q.presets or list(presets())
         return ok([p.to_json() for p in compare(q.plan, keys)])
 
@@ -474,7 +480,7 @@ def create_app(  # noqa: C901
 
         from bandwall.errors import ConfigError
         from bandwall.model.collectives import evaluate_collective, parse_algo, parse_op
-        from bandwall.model.topology import build_topology
+        from bandwall.model.topology import build_topology, check_whole_nodes
         from bandwall.units import parse_size_range
 
         sizes = parse_size_range(q.sizes)
@@ -483,6 +489,7 @@ def create_app(  # noqa: C901
                 f"{sizes.size:,} sizes; at most {MAX_COLLECTIVE_SIZES:,} per request",
                 field="sizes",
             )
+        check_whole_nodes([q.ranks], q.gpus_per_node)  # as the CLI refuses them
         topo = build_topology(gpus_per_node=min(q.gpus_per_node, q.ranks), scale_out=q.fabric)
         res = evaluate_collective(
             parse_op(q.op), sizes, np.full(sizes.shape, float(q.ranks)), topo, parse_algo(q.algo)
