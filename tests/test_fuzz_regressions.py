@@ -646,3 +646,46 @@ def test_names_from_an_imported_log_reach_the_terminal_escaped(
     for argv in (["results", "list", "--db", "r.db"], ["results", "show", "1", "--db", "r.db"]):
         out = check(argv, capsys)
         assert out.code == 0 and "\x1b" not in out.out, out.out
+
+
+SIXTH = [
+    # the KV cache that does not fit was blamed on --gpus and on weights that fit
+    (["infer", "--concurrency", "5000"], "--concurrency"),
+    # --epochs on a serving comparison sent the user to --tokens, which serving refuses
+    (["compare", "--infer", "--epochs", "3"], "--epochs"),
+    # a parquet sweep without pyarrow ran the whole sweep, then failed in three lines
+    (["sweep", "--gpus", "16", "--tp", "1,3", "-o", "s.parquet"], "--output"),
+    # a 0-byte /dev/shm for NCCL
+    (["launch", "k8s", "--shm-size", "0"], "--shm-size"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), SIXTH, ids=[" ".join(a)[:40] for a, _ in SIXTH])
+def test_sixth_round_inputs_name_their_option(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    import importlib.util
+
+    if argv[-1].endswith(".parquet") and importlib.util.find_spec("pyarrow") is not None:
+        pytest.skip("pyarrow is installed: the parquet sweep is valid")
+    out = check(argv, capsys)
+    assert out.code == 2 and out.err.startswith(f"error: {field}:"), out.err
+
+
+CONFIGS = Path(__file__).parent / "data" / "configs"
+
+
+def test_framework_values_bandwall_cannot_read_are_named_as_what_they_are(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A NeMo resolver was called a shell variable; torchtitan's shard degree 0 read as -1."""
+    nemo = (CONFIGS / "nemo" / "llama3_1_70b.yaml").read_text()
+    Path("nemo.yaml").write_text(nemo.replace("num_nodes: 128", "num_nodes: ${multiply:64,2}"))
+    out = check(["plan", "--from", "nemo.yaml"], capsys)
+    assert out.code == 2 and "OmegaConf interpolation ${multiply:64,2}" in out.err, out.err
+    titan = (CONFIGS / "torchtitan" / "llama3_8b.toml").read_text()
+    Path("t.toml").write_text(
+        titan.replace("data_parallel_shard_degree = -1", "data_parallel_shard_degree = 0")
+    )
+    out = check(["plan", "--gpus", "8", "--from", "t.toml"], capsys)
+    assert out.code == 2 and "must be -1 (the rest) or >= 1, got 0" in out.err, out.err

@@ -383,6 +383,14 @@ def sweep(
 
     if output is not None:
         check_output(output, field="output", formats=(".csv", ".parquet"))
+        if output.lower().endswith(".parquet"):
+            import importlib.util
+
+            if importlib.util.find_spec("pyarrow") is None:  # before the sweep, not after it
+                raise ConfigError(
+                    "Parquet needs pyarrow; pip install 'bandwall[parquet]' or write .csv",
+                    field="output",
+                )
 
     axes: dict[str, list[Any]] = {}
     base: dict[str, Any] = {}

@@ -527,6 +527,16 @@ def _nothing_fits(req: InferRequest, p: Priced) -> Exception:
             field="request_rate_per_s",
         )
     need = float(np.min(m.weights_bytes)) / 1e9
+    capacity = float(np.max(m.memory_capacity_bytes)) / 1e9
+    if req.concurrency is not None and need < capacity:
+        # the weights fit: what does not is the KV cache of the sequences asked for
+        return ConfigError(
+            f"{req.concurrency:,} sequences in flight per replica do not fit their KV cache "
+            f"beside the weights ({need:,.1f} GB per GPU at the widest layout) in "
+            f"{capacity:,.1f} GB on any layout of {req.gpus:,} x {cl.gpu.name}; lower "
+            "--concurrency, leave it out for the most that fit, or use --kv-cache-dtype fp8",
+            field="concurrency",
+        )
     return LayoutError(
         f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: weights alone need "
         f"{need:,.1f} GB per GPU at the widest layout against "

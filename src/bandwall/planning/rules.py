@@ -353,7 +353,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "epochs",
-        lambda f: f.given("epochs") and (f.custom or not f.cnn),
+        # (serving: the training-only rule below names it)
+        lambda f: f.given("epochs") and not f.serving and (f.custom or not f.cnn),
         "applies to CNNs only; {model} is a transformer trained on a token budget: give "
         "--tokens (e.g. 1T)",
         {"model": "llama3-8b", "epochs": 3},

@@ -334,6 +334,22 @@ _RESOURCE = re.compile(
 )
 _CLAIM = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([KMGTPE]i?)?$")
+_QUANTITY_BYTES = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def _at_least_1Mi(quantity: str) -> bool:
+    """A Kubernetes quantity (16Gi, 512M, 1.5G) of at least 1 MiB."""
+    m = _QUANTITY.fullmatch(quantity)
+    if m is None:
+        return False
+    unit = m.group(2) or ""
+    scale = (
+        _QUANTITY_BYTES[unit[:1]]
+        if not unit.endswith("i")
+        else 1024 ** ("KMGTPE".index(unit[0]) + 1)
+    )
+    number = float(quantity[: len(quantity) - len(unit)] if unit else quantity)
+    return number * scale >= 2**20
 
 
 def check_counts(nodes: int, gpus_per_node: int) -> None:
@@ -379,6 +395,13 @@ def k8s_job(
         )
     if not _QUANTITY.fullmatch(shm_size):
         raise ConfigError(f"{shm_size!r} is not a size such as 16Gi", field="shm_size")
+    if not _at_least_1Mi(shm_size):
+        # NCCL's shared-memory transport maps buffers of megabytes in /dev/shm
+        raise ConfigError(
+            f"{shm_size!r} is too small for NCCL's shared memory; give at least 1Mi (16Gi is "
+            "the default)",
+            field="shm_size",
+        )
     claim = results_claim or f"{name}-results"
     if not _CLAIM.fullmatch(claim):
         raise ConfigError(

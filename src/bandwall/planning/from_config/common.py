@@ -332,9 +332,15 @@ def apply_table(fmt: str, table: FieldTable, values: Values, mapped: Mapped) -> 
             values.used.add(key)
             flag = rule.field.replace("_", "-")
             long = re.search(r"\$\{(\w+):too-long\}", entry.value)
+            yaml_ref = str(entry.src.file).lower().endswith((".yaml", ".yml")) and re.search(
+                r"\$\{[^}]*\}", entry.value
+            )
             what = (
                 f"is the shell variable ${long.group(1)}, which expands past 4,096 characters"
                 if long
+                else f"is the OmegaConf interpolation {entry.value[:40]}, which bandwall does "
+                "not evaluate (a resolver, or a reference it cannot settle)"
+                if yaml_ref
                 else f"is the shell arithmetic {entry.value[:40]}, which the file's own values "
                 "do not settle (a variable set outside it, a division by zero or an overflow)"
                 if "$((" in entry.value

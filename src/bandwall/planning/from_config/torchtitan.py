@@ -237,6 +237,16 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
     """Data-parallel degrees, ZeRO stage, GPU count, micro and global batch."""
     replicate = values.convert("parallelism.data_parallel_replicate_degree", to_int) or 1
     shard = values.convert("parallelism.data_parallel_shard_degree", to_int)
+    if shard is not None and shard != -1 and shard < 1:
+        # torchtitan's ParallelDims asserts dp_shard == -1 or dp_shard >= 1
+        mapped.problems.append(
+            Problem(
+                "zero",
+                f"data_parallel_shard_degree must be -1 (the rest) or >= 1, got {shard}",
+                values.src("parallelism.data_parallel_shard_degree"),
+            )
+        )
+        return []
     shard = -1 if shard is None else shard
     model_ranks = 1
     for f in ("tp", "pp", "cp"):
