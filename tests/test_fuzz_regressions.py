@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 
 from tests.fuzz.harness import Sandbox, check
+from tests.nccl_tests_text import TABLE_HEADER
+from tests.nccl_tests_text import log as nccl_tests_log
 
 LONG_NAME = "a" * 300 + ".json"
 LONG_PATH = "/".join(["b" * 200] * 30) + ".json"
@@ -457,14 +459,7 @@ def test_calibrate_refuses_a_run_of_one_size(
         "    20.00   52.43   52.43      0\n"
     )
     Path("nt.log").write_text(
-        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-        "#  Rank  0 Group  0 Pid   1234 on node1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
-        "#  Rank  1 Group  0 Pid   1235 on node1 device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-        "     (us)  (GB/s)  (GB/s)\n" + row.format(t="20.00") * 3 + row.format(t="2000.00")
+        nccl_tests_log(row.format(t="20.00") * 3 + row.format(t="2000.00"), footer=False)
     )
     imported = check(
         ["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys
@@ -579,14 +574,8 @@ def test_import_refuses_a_block_of_more_rows_than_a_run_holds(
         "  {size:>10}  {count:>10}     float     sum      -1    20.00   52.43   52.43      0"
         "    20.00   52.43   52.43      0\n"
     )
-    head = (
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-        "     (us)  (GB/s)  (GB/s)\n"
-    )
     rows = "".join(row.format(size=4 * (i + 1), count=i + 1) for i in range(MAX_BLOCK_ROWS + 1))
-    Path("big.log").write_text(head + rows + "# Out of bounds values : 0 OK\n")
+    Path("big.log").write_text(TABLE_HEADER + rows + "# Out of bounds values : 0 OK\n")
     out = check(["import", "nccl-tests", "big.log", "--op", "all_reduce", "--db", "r.db"], capsys)
     assert out.code == 2 and "at most 10,000" in out.err, out.err
 
@@ -626,18 +615,13 @@ def test_names_from_an_imported_log_reach_the_terminal_escaped(
 ) -> None:
     """A hostname carrying ESC[2J cleared the screen from `results list` and `results show`."""
     Path("nt.log").write_text(
-        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-        "#  Rank  0 Group  0 Pid   1234 on n\x1b[2Jpwn device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
-        "#  Rank  1 Group  0 Pid   1235 on n\x1b[2Jpwn device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-        "     (us)  (GB/s)  (GB/s)\n"
-        "     1048576        262144     float     sum      -1    20.00   52.43   52.43      0"
-        "    20.00   52.43   52.43      0\n"
-        "     2097152        524288     float     sum      -1    30.00   69.91   69.91      0"
-        "    30.00   69.91   69.91      0\n# Out of bounds values : 0 OK\n"
+        nccl_tests_log(
+            "     1048576        262144     float     sum      -1    20.00   52.43   52.43      0"
+            "    20.00   52.43   52.43      0\n"
+            "     2097152        524288     float     sum      -1    30.00   69.91   69.91      0"
+            "    30.00   69.91   69.91      0\n",
+            host="n\x1b[2Jpwn",
+        )
     )
     assert (
         check(["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys).code

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bandwall.cli import main
+from tests.nccl_tests_text import log as nccl_tests_log
 
 COMMANDS = [
     ["plan", "--model", "llama3-70b", "--gpus", "1024"],
@@ -173,17 +174,10 @@ def test_results_show_fits_80_columns(
     empty (fuzz round 15). Narrow, it prints one table per op and type."""
     log = tmp_path / "nt.log"
     log.write_text(
-        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-        "#  Rank  0 Group  0 Pid   1234 on node1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
-        "#  Rank  1 Group  0 Pid   1235 on node1 device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-        "     (us)  (GB/s)  (GB/s)\n"
-        "  2147483648     536870912     float     sum      -1  10000.0  214.75  214.75      0"
-        "  10000.0  214.75  214.75      0\n"
-        "# Out of bounds values : 0 OK\n"
+        nccl_tests_log(
+            "  2147483648     536870912     float     sum      -1  10000.0  214.75  214.75      0"
+            "  10000.0  214.75  214.75      0\n"
+        )
     )
     db = str(tmp_path / "r.db")
     assert main(["import", "nccl-tests", str(log), "--op", "all_reduce", "--db", db]) == 0

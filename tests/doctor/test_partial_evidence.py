@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bandwall.measure.doctor import diagnose
+from tests.nccl_tests_text import TABLE_HEADER
+from tests.nccl_tests_text import log as nccl_tests_log
 
 
 def _ranked(tmp_path: Path, text: str) -> list[tuple[str, str]]:
@@ -60,12 +62,7 @@ _PCIE_RUN = (
     "ws1:28329:28329 [0] NCCL INFO NCCL version 2.14.3+cuda11.7\n"
     "ws1:28329:28341 [0] NCCL INFO Channel 00 : 0[1000] -> 1[41000] via P2P/IPC\n"
 )
-_HEADER = (
-    "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-    "     time   algbw   busbw #wrong\n"
-    "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-    "     (us)  (GB/s)  (GB/s)\n"
-)
+_HEADER = TABLE_HEADER
 _ROW = (
     "           8             2     float     sum      -1    10.21    0.00    0.00      0"
     "    10.05    0.00    0.00      0\n"
@@ -124,17 +121,10 @@ def test_the_watchdogs_stack_frames_alone_are_a_collective_timeout(tmp_path: Pat
 
 def test_a_result_row_with_wrong_elements_is_corrupted_data(tmp_path: Path) -> None:
     # fuzz round 15: the per-row #wrong column was ignored without the footer
-    table = (
-        "# nThread 1 nGpus 1 minBytes 8 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
-        "iters: 20 agg iters: 1 validation: 1 graph: 0\n"
-        "#  Rank  0 Group  0 Pid   1234 on node1 device  0 [0x1b] NVIDIA H100 80GB HBM3\n"
-        "#  Rank  1 Group  0 Pid   1235 on node1 device  1 [0x2c] NVIDIA H100 80GB HBM3\n"
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong"
-        "     time   algbw   busbw #wrong\n"
-        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)       "
-        "     (us)  (GB/s)  (GB/s)\n"
+    table = nccl_tests_log(
         "     1048576        262144     float     sum      -1    20.00   52.43   52.43"
-        "      {wrong}    20.00   52.43   52.43      0\n"
+        "      {wrong}    20.00   52.43   52.43      0\n",
+        footer=False,
     )
     assert [c for c, _ in _ranked(tmp_path, table.format(wrong=5))][:1] == ["p2p_broken"]
     assert "p2p_broken" not in [c for c, _ in _ranked(tmp_path, table.format(wrong=0))]
