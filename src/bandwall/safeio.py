@@ -44,6 +44,16 @@ MAX_PATH_BYTES = 4095
 MAX_NAME_BYTES = 255
 
 
+def printable(text: object) -> str:
+    """`text` with control characters written as escapes: names and keys read from logs and
+    files (a hostname, a data type, a config key) must not reach the terminal as escape
+    sequences."""
+    out = str(text)
+    if out.isprintable():
+        return out
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in out)
+
+
 def _flag(field: str) -> str:
     return "--" + field.replace("_", "-")
 

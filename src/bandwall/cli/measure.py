@@ -25,7 +25,8 @@ from bandwall.measure.requests import (
     Monitor,
     build,
 )
-from bandwall.report.text import console, emit, err_console, print_json, printable
+from bandwall.report.text import console, emit, err_console, print_json
+from bandwall.safeio import printable
 from bandwall.units import parse_size
 
 if TYPE_CHECKING:

@@ -193,8 +193,7 @@ def _from_file(exc: BaseException, result: Any) -> BaseException:
     src = read.sources[0].describe()
     if src in exc.reason:
         return exc
-    out = type(exc)(f"{exc.reason} (from {src})", field=exc.field)
-    return out
+    return type(exc)(f"{exc.reason} (from {src})", field=exc.field)
 
 
 def _input_error(exc: BaseException) -> bool:

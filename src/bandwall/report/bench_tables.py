@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-from bandwall.report.text import printable
+from bandwall.safeio import printable
 from bandwall.units import format_size
 
 _WIDE = (

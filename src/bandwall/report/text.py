@@ -15,15 +15,6 @@ console = Console(highlight=False, soft_wrap=False, markup=False)
 err_console = Console(stderr=True, highlight=False, markup=False)
 
 
-def printable(text: object) -> str:
-    """`text` with control characters written as escapes: names read from logs and files
-    (a hostname, a data type) must not reach the terminal as escape sequences."""
-    out = str(text)
-    if out.isprintable():
-        return out
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in out)
-
-
 def json_safe(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None

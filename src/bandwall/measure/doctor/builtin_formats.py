@@ -95,11 +95,12 @@ class _TestsParser:
             tb.block = block  # type: ignore[attr-defined]
             for row in block.rows:
                 sides = (row.out_of_place, row.in_place)
-                if any(sd is not None and (sd.wrong or 0) > 0 for sd in sides):
-                    n = numbers[row.line - 1] if 0 < row.line <= len(numbers) else 0
-                    row_text = next((t for m, t in self.lines if m == n), "")
-                    if row_text:
-                        tb.wrong_rows.append(Line(self.source, n, row_text))
+                if 0 < row.line <= len(self.lines) and any(
+                    sd is not None and (sd.wrong or 0) > 0 for sd in sides
+                ):
+                    # the row's line of the kept text: its file line number and its text
+                    n, row_text = self.lines[row.line - 1]
+                    tb.wrong_rows.append(Line(self.source, n, row_text))
             try:
                 op, ranks, _ = resolve(block, None, None)
                 tb.op, tb.ranks = op.value, ranks

@@ -554,7 +554,8 @@ class _Parser:
         itself (a file of headers alone is not understood)."""
         log = self.log
         body = _TOOL_PREFIX.sub("", text, count=1)
-        if _TABLE_ROW.match(body):
+        is_row = _TABLE_ROW.match(body) is not None
+        if is_row:
             tokens = body.split()
             # size count type redop root time algbw busbw #wrong ... (13 tokens), or without
             # root (12: time algbw busbw at 4-6)
@@ -571,9 +572,7 @@ class _Parser:
                 log.other_rows += 1
         # a result row after the table header, or after the run header when an excerpt
         # dropped the table header
-        if (log.table_header or log.test_runs) and _TABLE_ROW.match(
-            _TOOL_PREFIX.sub("", text, count=1)
-        ):
+        if is_row and (log.table_header or log.test_runs):
             log.table_rows += 1
         elif "nThread" in text and _TEST_RUN.search(text):
             done = log.table_rows + len(log.test_failures) + len(log.cuda_unhandled)

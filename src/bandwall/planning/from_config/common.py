@@ -315,6 +315,27 @@ def same(a: Any, b: Any) -> bool:
         return str(a).strip().lower() == str(b).strip().lower()
 
 
+def unresolved(text: str, src: Source | None) -> str:
+    """Why a value that still holds '$' cannot be read: a shell variable past the reader's
+    length bound (shell.TOO_LONG), an OmegaConf interpolation in a YAML file, shell
+    arithmetic the file does not settle, or a variable set outside the file."""
+    long = re.search(r"\$\{(\w+):too-long\}", text)
+    if long:
+        return f"is the shell variable ${long.group(1)}, which expands past 4,096 characters"
+    yaml = src is not None and str(src.file).lower().endswith((".yaml", ".yml"))
+    if yaml and re.search(r"\$\{[^}]*\}", text):
+        return (
+            f"is the OmegaConf interpolation {text[:40]}, which bandwall does not evaluate (a "
+            "resolver, or a reference it cannot settle)"
+        )
+    if "$((" in text:
+        return (
+            f"is the shell arithmetic {text[:40]}, which the file's own values do not settle "
+            "(a variable set outside it, a division by zero or an overflow)"
+        )
+    return f"is the shell variable {text[:40]}, set outside the file"
+
+
 def apply_table(fmt: str, table: FieldTable, values: Values, mapped: Mapped) -> None:
     """Every key through the format's table: fields set, keys left to `derive`, or ignored."""
     for key, entry in values.entries.items():
@@ -331,21 +352,7 @@ def apply_table(fmt: str, table: FieldTable, values: Values, mapped: Mapped) -> 
         if isinstance(entry.value, str) and "$" in entry.value:
             values.used.add(key)
             flag = rule.field.replace("_", "-")
-            long = re.search(r"\$\{(\w+):too-long\}", entry.value)
-            yaml_ref = str(entry.src.file).lower().endswith((".yaml", ".yml")) and re.search(
-                r"\$\{[^}]*\}", entry.value
-            )
-            what = (
-                f"is the shell variable ${long.group(1)}, which expands past 4,096 characters"
-                if long
-                else f"is the OmegaConf interpolation {entry.value[:40]}, which bandwall does "
-                "not evaluate (a resolver, or a reference it cannot settle)"
-                if yaml_ref
-                else f"is the shell arithmetic {entry.value[:40]}, which the file's own values "
-                "do not settle (a variable set outside it, a division by zero or an overflow)"
-                if "$((" in entry.value
-                else f"is the shell variable {entry.value[:40]}, set outside the file"
-            )
+            what = unresolved(entry.value, entry.src)
             mapped.problems.append(Problem(rule.field, f"{what}; give --{flag}", entry.src))
             continue
         value = values.convert(key, rule.convert) if rule.convert else values.get(key)

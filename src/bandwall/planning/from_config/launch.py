@@ -21,6 +21,7 @@ from bandwall.planning.from_config.common import (
     Values,
     choice,
     positive_int,
+    unresolved,
 )
 
 _NOT_COST = "a launcher option that does not change the job's step"
@@ -102,15 +103,8 @@ def _count(values: Values, mapped: Mapped, key: str, what: str) -> int | None:
         return int(values.convert(key, _gres_gpus))
     text = str(raw)
     if "$" in text or not re.fullmatch(r"\d[\d_]*", text.strip()):
-        src = values.src(key)
-        yaml_ref = str(getattr(src, "file", "")).lower().endswith((".yaml", ".yml"))
         why = (
-            f"is the OmegaConf interpolation {text[:40]}, which bandwall does not evaluate "
-            "(a resolver, or a reference it cannot settle)"
-            if "${" in text and yaml_ref
-            else f"is the shell variable {text}, set outside the file"
-            if "$" in text
-            else f"is {text!r}, not a fixed count"
+            unresolved(text, values.src(key)) if "$" in text else f"is {text!r}, not a fixed count"
         )
         mapped.problems.append(
             Problem("gpus", f"the {what} {why}; give --gpus (and --gpus-per-node)", values.src(key))

@@ -10,6 +10,7 @@ from typing import Any
 
 from bandwall.planning.from_config import FromConfig
 from bandwall.planning.from_config.common import Source
+from bandwall.safeio import printable
 
 WIDTH = 80
 
@@ -89,15 +90,7 @@ def render(result: FromConfig) -> list[str]:
             lines += _wrap(f"  {reason}: ", ", ".join(keys))
     for note in result.notes:
         lines += _wrap("note: ", note, 6)
-    return [_printable(line) for line in lines]
-
-
-def _printable(line: str) -> str:
-    """Control characters a file's keys or values carry (an ESC starting a terminal sequence)
-    written as escapes, as error lines quote them."""
-    if line.isprintable():
-        return line
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in line)
+    return [printable(line) for line in lines]
 
 
 __all__ = ["render"]
