@@ -12,6 +12,7 @@ to read, not an option), never a traceback; and never a 500 from the web API.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -673,3 +674,98 @@ def test_framework_values_bandwall_cannot_read_are_named_as_what_they_are(
     )
     out = check(["plan", "--gpus", "8", "--from", "t.toml"], capsys)
     assert out.code == 2 and "must be -1 (the rest) or >= 1, got 0" in out.err, out.err
+
+
+SEVENTH = [
+    # a run id or an op given to a chart that does not read it was dropped without a word
+    (["plot", "cost", "-o", "c.svg", "--results", "9"], "--results"),
+    (["plot", "scaling", "-o", "c.svg", "--op", "all_gather"], "--op"),
+    (["plot", "breakdown", "-o", "c.svg", "--scaling-gpus", "8:64"], "--scaling-gpus"),
+    # a 1,024-GPU NVLink-4 node; caps below any board's minimum priced at the clock floor
+    (["plan", "--gpus", "1024", "--gpus-per-node", "1024"], "--gpus-per-node"),
+    (["plan", "--gpus", "16", "--power-cap-w", "150"], "--power-cap-w"),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), SEVENTH, ids=[" ".join(a)[:40] for a, _ in SEVENTH])
+def test_seventh_round_inputs_name_their_option(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 2 and out.err.startswith(f"error: {field}:"), out.err
+
+
+def test_power_caps_are_refused_below_a_quarter_of_the_tdp(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """H100 SXM boards accept limits down to 200 W of 700 (nvidia-smi -q 'Min Power Limit'):
+    175 W (25%) is the lowest cap planned, and it runs slower than 350 W."""
+    out = check(["plan", "--gpus", "16", "--power-cap-w", "174", "--json"], capsys)
+    assert out.code == 2 and "give 175-700 W" in out.err, out.err
+    times = []
+    for cap in ("175", "350"):
+        out = check(["plan", "--gpus", "16", "--power-cap-w", cap, "--json"], capsys)
+        assert out.code == 0, out.err
+        times.append(json.loads(out.out)["step_time_s"])
+    assert times[0] > times[1], times
+
+
+def test_json_booleans_are_not_numbers() -> None:
+    """pydantic's lax mode read `{"gpus": true}` as one GPU."""
+    from bandwall.errors import ConfigError
+    from bandwall.planning.request import PlanRequest
+
+    for field in ("gpus", "power_cap_W", "tp"):
+        with pytest.raises(ConfigError, match="True is not a number") as err:
+            PlanRequest.model_validate({field: True})
+        assert err.value.field == field
+    assert PlanRequest.model_validate({"sequence_parallel": True}).sequence_parallel is True
+
+
+def test_one_serving_model_that_does_not_fit_leaves_the_others(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`--infer-models llama3-8b,llama3-405b` on 8 H100 failed as a whole."""
+    argv = ["compare", "--infer", "--presets", "ai-factory-ib", "--infer-models"]
+    out = check([*argv, "llama3-8b,llama3-405b"], capsys)
+    assert out.code == 0 and "Llama 3 8B" in out.out, out
+    assert "llama3-405b left out: --gpus:" in out.err and "does not fit" in out.err, out.err
+    out = check([*argv, "llama3-405b,llama3-405b"], capsys)
+    assert out.code == 2 and out.err.startswith("error: --gpus:"), out.err
+
+
+def test_a_run_of_zero_byte_rows_is_refused_by_the_plot(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """nccl-tests -b 0 prints 0-byte rows: matplotlib warned about a log axis at exit 0."""
+    row = (
+        "           0             0     float     sum      -1     1.00    0.00    0.00      0"
+        "     1.00    0.00    0.00      0\n"
+    )
+    Path("z.log").write_text(nccl_tests_log(row))
+    out = check(["import", "nccl-tests", "z.log", "--op", "all_reduce", "--db", "r.db"], capsys)
+    assert out.code == 0, out.err
+    out = check(["plot", "busbw", "--results", "1", "--db", "r.db", "-o", "p.svg"], capsys)
+    assert out.code == 2 and out.err == (
+        "error: --results: the run has no rows above 0 bytes to plot\n"
+    ), out.err
+
+
+def test_doctor_follows_a_link_to_a_folder_named_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A symlink to a folder was 'a folder; give a file'; links inside are still not read."""
+    Path("d").mkdir()
+    Path("d/a.log").write_text(
+        "n1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+        "n1:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+        "10.0.0.2<36857> failed : Connection refused\n"
+    )
+    Path("d/loop").symlink_to("../d")
+    Path("link").symlink_to("d")
+    from bandwall.cli import main
+
+    code = main(["doctor", "link", "--json"])
+    out = capsys.readouterr()
+    assert code == 1 and out.err == "", out.err
+    assert [i["path"] for i in json.loads(out.out)["inputs"]] == ["link/a.log"], out.out

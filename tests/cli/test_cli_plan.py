@@ -183,8 +183,8 @@ def test_auto_finds_a_layout(run_cli) -> None:  # type: ignore[no-untyped-def]
             "bandwidth: Input should be greater than or equal to 0.001 Gb/s",
         ),
         (["--bandwidth", "1bps"], "equal to 0.001 Gb/s"),
-        (["--power-cap-w", "1"], "power-cap-w: 1 W is below what a H100-SXM draws idle (70 W)"),
-        (["--gpu", "A100-SXM-80GB", "--power-cap-w", "50"], "give 55-400 W"),
+        (["--power-cap-w", "1"], "power-cap-w: 1 W is below the lowest limit boards accept"),
+        (["--gpu", "A100-SXM-80GB", "--power-cap-w", "50"], "give 100-400 W"),
     ],
 )
 def test_plan_bad_input_is_one_clear_line(run_cli, args: list[str], needle: str) -> None:  # type: ignore[no-untyped-def]

@@ -154,3 +154,28 @@ def test_socket_types_of_ib_and_socket_crossed_are_different_transports(tmp_path
     assert [c for c, _ in _ranked(tmp_path, line.format("4 != 3"))][:1] == ["net_plugin_mismatch"]
     # bootstrap against proxy is a malformed message: another NCCL version
     assert [c for c, _ in _ranked(tmp_path, line.format("2 != 1"))][:1] == ["mixed_versions"]
+
+
+def test_enomem_registering_through_dmabuf_is_not_the_memlock_limit(tmp_path: Path) -> None:
+    # vllm-project/vllm#19613 (blind set 18): NCCL_BUFFSIZE set too large. Linux charges
+    # DMA-BUF registrations nothing against RLIMIT_MEMLOCK (ib_umem_dmabuf_get)
+    dmabuf = (
+        "kilo:318:3584 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_dmabuf_mr failed "
+        "with error Cannot allocate memory\n"
+    )
+    assert [c for c, _ in _ranked(tmp_path, dmabuf)] == ["dmabuf_failed"]
+    # host memory through ibv_reg_mr: the limit it is
+    host = dmabuf.replace("ibv_reg_dmabuf_mr", "ibv_reg_mr")
+    assert [c for c, _ in _ranked(tmp_path, host)][:1] == ["memlock"]
+
+
+def test_pytorchs_exit_warning_is_read_and_called_harmless(tmp_path: Path) -> None:
+    # Lightning-AI/pytorch-lightning#19931 (blind set 18's healthy file): refused as unreadable
+    log = tmp_path / "exit.log"
+    log.write_text(
+        "[rank0]:[W602 08:42:46.129824551 ProcessGroupNCCL.cpp:1126] Warning: WARNING: process "
+        "group has NOT been destroyed before we destruct ProcessGroupNCCL.\n"
+    )
+    diag = diagnose([str(log)])
+    assert [f for f in diag.findings if f.severity != "info"] == []
+    assert any("exit.log:1:" in n and "harmless" in n for n in diag.job.notes), diag.job.notes

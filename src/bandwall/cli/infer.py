@@ -243,16 +243,33 @@ def run_compare_infer(
         from bandwall.safeio import check_output
 
         check_output(chart, field="chart", formats=IMAGE_FORMATS)
+    from bandwall.errors import ConfigError
+
     results = []
+    left_out: list[tuple[str, ConfigError]] = []
     for model in models or [fields.get("model") or "llama3-8b"]:
-        req = make_infer_request(**{**fields, "model": model, "preset": preset_keys[0]})
-        results += compare_infer(req, preset_keys)
+        try:
+            req = make_infer_request(**{**fields, "model": model, "preset": preset_keys[0]})
+            results += compare_infer(req, preset_keys)
+        except ConfigError as exc:
+            # one model of several that does not fit leaves the others standing (as scale
+            # leaves out a GPU count); a request no model can serve is still the error
+            if not models or len(models) == 1:
+                raise
+            left_out.append((model, exc))
+    if not results and left_out:
+        raise left_out[0][1]
     if chart:
         infer_chart(results, chart)
     if emit([r.to_json() for r in results], as_json, as_csv):
         return
     for table in compare_infer_tables(results):
         console.print(table)
+    if left_out:
+        from bandwall.cli.options import print_notes
+        from bandwall.cli.root import error_line
+
+        print_notes([f"{m} left out: {error_line(exc, [])}" for m, exc in left_out])
     if chart:
         err_console.print(f"wrote {chart}")
 

@@ -72,9 +72,11 @@ def plot(
     ] = None,
     results: Annotated[str | None, typer.Option(help="Stored run id for busbw/links.")] = None,
     op: Annotated[
-        str, typer.Option(help="busbw without --results: the op to model.")
-    ] = "all_reduce",
-    scaling_gpus: Annotated[str, typer.Option(help="scaling: GPU counts.")] = "64:8192:x2",
+        str | None, typer.Option(help="busbw without --results: the op to model.")
+    ] = None,
+    scaling_gpus: Annotated[
+        str | None, typer.Option(help="scaling: GPU counts (default 64:8192:x2).")
+    ] = None,
     db: Annotated[str | None, typer.Option(help="Results database.")] = None,
 ) -> None:
     """Draw one chart to PNG or SVG."""
@@ -84,6 +86,7 @@ def plot(
     if kind not in PLOT_KINDS:
         raise unknown_choice("kind", kind, PLOT_KINDS)
     check_output(output, field="output", formats=plots.IMAGE_FORMATS)
+    _plot_options_apply(kind, results, op, scaling_gpus)
     req = request(fields, preset=_presets_list(presets_)[0])
     keys = _presets_list(presets_)
     if kind in ("busbw", "links") and results:
@@ -110,9 +113,11 @@ def plot(
         gpn = req.gpus_per_node or 8
         fabric = req.fabric or "ib-ndr"
         topo = build_topology(gpus_per_node=gpn, scale_out=fabric, gpu=req.gpu or "H100-SXM")
-        fig = figures.busbw_model_figure(parse_op(op), req.gpus, topo, f"{fabric}, {gpn}/node")
+        fig = figures.busbw_model_figure(
+            parse_op(op or "all_reduce"), req.gpus, topo, f"{fabric}, {gpn}/node"
+        )
     elif kind == "scaling":
-        curves = _scaling_plans(fields, keys, scaling_gpus)
+        curves = _scaling_plans(fields, keys, scaling_gpus or "64:8192:x2")
         first = next(iter(curves.values()))
         fig = figures.scaling_figure(
             curves, f"{first[0].workload.name}: efficiency and goodput vs GPUs"
@@ -124,6 +129,21 @@ def plot(
         fig = figures.breakdown_figure(plans) if kind == "breakdown" else figures.cost_figure(plans)
     plots.save(fig, output)
     console.print(f"wrote {output}")
+
+
+def _plot_options_apply(
+    kind: str, results: str | None, op: str | None, scaling_gpus: str | None
+) -> None:
+    """Refuse an option the chart kind would ignore (a run id given to a cost chart was
+    dropped without a word)."""
+    if results is not None and kind not in ("busbw", "links"):
+        raise ConfigError(f"applies to plot busbw and links, not {kind}", field="results")
+    if op is not None and (kind != "busbw" or results is not None):
+        raise ConfigError(
+            "applies to plot busbw without --results (a stored run has its own ops)", field="op"
+        )
+    if scaling_gpus is not None and kind != "scaling":
+        raise ConfigError(f"applies to plot scaling, not {kind}", field="scaling_gpus")
 
 
 @with_request_options(skip=("preset",))

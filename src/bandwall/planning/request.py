@@ -193,8 +193,10 @@ class PlanRequest(DocumentedModel):
     """Infrastructure preset (see `bandwall presets`); the fields below override it."""
     gpu: str | None = Field(default=None, json_schema_extra=_meta("cluster", choices="gpu"))
     """GPU from the catalog (default: the preset's)."""
+    # at most 576: the largest NVLink domain announced (NVIDIA Vera Rubin Ultra NVL576,
+    # GTC 2025 keynote, 2025-03); a 1,024-GPU NVLink-4 node was priced without complaint
     gpus_per_node: int | None = Field(
-        default=None, ge=1, le=1024, json_schema_extra=_meta("cluster")
+        default=None, ge=1, le=576, json_schema_extra=_meta("cluster")
     )
     """GPUs per node (default: the preset's, or the GPU's scale-up domain)."""
     scale_up: str | None = Field(

@@ -341,6 +341,13 @@ def energy_profile(
     )
 
 
+#: Lowest power limit a board accepts, as a share of its TDP: nvidia-smi -q prints "Min Power
+#: Limit" 200 W for an H100 SXM (700 W), 100 W for an A100 SXM (400 W) and 100 W for an RTX
+#: 3090 (350 W): 25-29%. Below it the clock model had every cap priced at its clock floor, so
+#: the lowest cap always looked cheapest (fuzz round 16, D3).
+MIN_POWER_LIMIT_SHARE = 0.25
+
+
 def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
     """A board cannot be held below what it draws idle (power.toml's idle_W, nvidia-smi in P0
     with nothing running): a lower cap describes no real GPU, and the clock model would price
@@ -355,13 +362,19 @@ def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
             f"most {gpu.tdp_W:g} W, or leave --power-cap-w out",
             field="power_cap_W",
         )
+    floor = MIN_POWER_LIMIT_SHARE * gpu.tdp_W
     try:
         idle = load_power().gpu(gpu.name).idle_W
     except CatalogError:
-        return  # no power data for this GPU: the energy model says so where it needs it
-    if cap_W < idle:
+        idle = 0.0  # no power data for this GPU: the energy model says so where it needs it
+    lowest = max(idle, floor)
+    if cap_W < lowest:
+        why = (
+            f"what a {gpu.name} draws idle ({idle:g} W)"
+            if idle >= floor
+            else f"the lowest limit boards accept (~{MIN_POWER_LIMIT_SHARE:.0%} of the TDP)"
+        )
         raise ConfigError(
-            f"{cap_W:g} W is below what a {gpu.name} draws idle ({idle:g} W); give "
-            f"{idle:g}-{gpu.tdp_W:g} W (the TDP)",
+            f"{cap_W:g} W is below {why}; give {lowest:g}-{gpu.tdp_W:g} W (the TDP)",
             field="power_cap_W",
         )

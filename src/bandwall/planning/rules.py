@@ -148,11 +148,15 @@ def normalize(model: type[Any], data: Any) -> Any:
     """The raw input with every string given to a number field parsed (see the docstring)."""
     if not isinstance(data, dict):
         return data
-    if not any(isinstance(v, str) for v in data.values()):
+    if not any(isinstance(v, str | bool) for v in data.values()):
         return data
+    numbers = _number_fields(model)
+    for k, v in data.items():
+        # pydantic's lax mode reads JSON true as 1: `{"gpus": true}` would plan one GPU
+        if isinstance(v, bool) and k in numbers:
+            raise ConfigError(f"{v!r} is not a number", field=k)
     # only strings given to the number fields can change (a whole request echoed back holds
     # ~100 fields, ~15 of them text: model, preset, ...)
-    numbers = _number_fields(model)
     parsed = {
         k: number_from_text(k, numbers[k], v)
         for k, v in data.items()

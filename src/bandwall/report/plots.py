@@ -139,6 +139,14 @@ def _count_axis(ax: Any, counts: Sequence[int]) -> None:
     ax.xaxis.set_minor_locator(ticker.NullLocator())
 
 
+def _positive_sizes(s: dict[str, Any]) -> dict[str, Any]:
+    """The series without its rows of size 0 or less."""
+    keep = [i for i, size in enumerate(s["sizes"]) if float(size) > 0]
+    if len(keep) == len(s["sizes"]):
+        return s
+    return {**s, "sizes": [s["sizes"][i] for i in keep], "busbw": [s["busbw"][i] for i in keep]}
+
+
 def busbw_vs_size(
     series: list[dict[str, Any]],
     title: str,
@@ -149,6 +157,12 @@ def busbw_vs_size(
     `ceilings` are (label, GB/s) link rates drawn as horizontal lines: busbw cannot pass the
     wire rate of the slowest link a byte crosses (in-network reduction aside).
     """
+    # a log size axis cannot place a 0-byte row (nccl-tests prints one for -b 0)
+    series = [_positive_sizes(s) for s in series]
+    if series and not any(len(s["sizes"]) for s in series):
+        from bandwall.errors import ConfigError
+
+        raise ConfigError("the run has no rows above 0 bytes to plot", field="results")
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.4))
     sizes: list[float] = []

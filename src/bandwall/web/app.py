@@ -129,7 +129,7 @@ class CollectiveQuery(BaseModel):
 
     op: str = Field(default="all_reduce", max_length=32)
     ranks: int = Field(default=64, ge=2, le=1_048_576)
-    gpus_per_node: int = Field(default=8, ge=1, le=1024)
+    gpus_per_node: int = Field(default=8, ge=1, le=576)  # as PlanRequest
     fabric: str = Field(default="ib-ndr", max_length=64)
     algo: str = Field(default="auto", max_length=32)
     sizes: str = Field(default="1K:1G:x4", max_length=64)

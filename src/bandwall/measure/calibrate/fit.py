@@ -118,7 +118,8 @@ def load_export(path: Path) -> tuple[Run, list[dict[str, Any]]]:
             f"{str(path)!r}: JSON nested {deepest} deep; an export is 3", field="results"
         )
     try:
-        data = json.loads(raw.decode("utf-8"))
+        # utf-8-sig: an export saved by an editor that adds a BOM (as --from accepts)
+        data = json.loads(raw.decode("utf-8-sig"))
     except (ValueError, RecursionError):
         raise ConfigError(
             f"{str(path)!r} is not a JSON export (bandwall results export RUN)", field="results"
@@ -134,7 +135,8 @@ def load_export(path: Path) -> tuple[Run, list[dict[str, Any]]]:
             f"{str(path)!r}: 'run' lacks the fields {', '.join(Run.__dataclass_fields__)}",
             field="results",
         ) from None
-    if not isinstance(run.world_size, int) or not 1 <= run.world_size <= 1 << 24:
+    ws = run.world_size
+    if isinstance(ws, bool) or not isinstance(ws, int) or not 1 <= ws <= 1 << 24:
         raise ConfigError(f"{str(path)!r}: run.world_size is not a rank count", field="results")
     if not isinstance(run.host, dict) or not isinstance(run.backend, str):
         raise ConfigError(f"{str(path)!r}: run.host or run.backend is malformed", field="results")
@@ -294,7 +296,7 @@ def _side_steps(
 
 def _usable(rows: list[dict[str, Any]], world: int) -> None:
     """Rows a fit or a validation can use: a known collective, and communication at all."""
-    if not isinstance(world, int) or world < 2:
+    if isinstance(world, bool) or not isinstance(world, int) or world < 2:
         raise ConfigError(
             f"the run has {world!r} rank(s); a fit needs a run of 2 or more", field="results"
         )

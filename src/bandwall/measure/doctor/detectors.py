@@ -1941,12 +1941,18 @@ def _dmabuf_failed(job: Job) -> list[Hit]:
     if not lines:
         return []
     why = re.search(r"failed with (?:error )?(?:\d{1,4} )?([A-Za-z][A-Za-z ]{2,40})", lines[0].text)
+    reason = f" ({why.group(1).strip()})" if why else ""
+    if "Cannot allocate memory" in reason:
+        # not the locked-memory limit: DMA-BUF registrations are not charged to it
+        reason += (
+            ": the NIC or the GPU's BAR ran out of registration space, as oversized NCCL "
+            "buffers (NCCL_BUFFSIZE) or many channels and peers ask for"
+        )
     return [
         Hit(
             "dmabuf_failed",
             first(lines),
-            "registering GPU memory with the NIC through DMA-BUF failed"
-            + (f" ({why.group(1).strip()})" if why else ""),
+            "registering GPU memory with the NIC through DMA-BUF failed" + reason,
             CERTAIN,
         )
     ]

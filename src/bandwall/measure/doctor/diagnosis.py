@@ -255,7 +255,7 @@ def expand(
                 field=field,
             )
         p = checked_path(text, field=field)
-        if p.is_dir() and not p.is_symlink():
+        if p.is_dir():  # a link named on the command line is followed; links inside are not
             found = sorted(
                 f
                 for f in p.rglob("*")
@@ -657,6 +657,15 @@ def diagnose(
             f"{len(skipped):,} source, document or image file(s) in the folder(s) not read "
             f"(e.g. {skipped[0].name}); name a file to read it anyway"
         )
+    for log in job.logs:
+        if log.pg_not_destroyed:
+            ln = log.pg_not_destroyed[0]
+            job.notes.append(
+                f"{log.source}:{ln.number}: 'process group has NOT been destroyed' is PyTorch's "
+                "exit warning (2.4+) when destroy_process_group() was not called: harmless "
+                "after a normal exit (it only matters when a rank exits while others still "
+                "wait in a collective)"
+            )
     _traces(job)
     _compare_tests(job)
     training.compare(job, request, {"gpu": gpu} if gpu else {})

@@ -244,6 +244,8 @@ class NcclLog:
     """(distance, level, line): distance None when no reason was printed."""
     gdr_enabled: list[Line] = field(default_factory=list)
     dmabuf: list[Line] = field(default_factory=list)
+    pg_not_destroyed: list[Line] = field(default_factory=list)
+    """PyTorch's exit warning that the process group was not destroyed (harmless)."""
     dmabuf_failed: list[Line] = field(default_factory=list)
     ring_gdr: list[tuple[int, Line]] = field(default_factory=list)
     connections: list[Connection] = field(default_factory=list)
@@ -950,6 +952,10 @@ def _h_gdr_peermem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
         p.log.gdr_enabled.append(s.line)
 
 
+def _h_pg_not_destroyed(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    _once(p.log.pg_not_destroyed, s.line)
+
+
 def _h_dmabuf(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.dmabuf.append(s.line)
 
@@ -1098,6 +1104,11 @@ def _h_qp_gid(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
 
 
 def _h_verbs_nomem(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
+    if "dmabuf" in s.text:
+        # GPU memory registered through DMA-BUF is not charged to RLIMIT_MEMLOCK (Linux
+        # ib_umem_dmabuf_get pins nothing in the process; ib_umem_get's pinned_vm check is
+        # what returns ENOMEM for host memory): its ENOMEM is the dmabuf_failed line
+        return
     if any(k in s.text for k in ("ibv_", "reg_mr", "create_cq", "Libfabric error", "fi_mr_reg")):
         p.log.verbs_nomem.append(s.line)
 
@@ -1504,6 +1515,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("GPU Direct RDMA", _h_gdr, _GDR),
     Pattern("GPU Direct RDMA (nvidia-peermem)", _h_gdr_peermem),
     Pattern("DMA-BUF is available", _h_dmabuf),
+    # ProcessGroupNCCL's destructor (PyTorch 2.4+) when destroy_process_group() was not called
+    Pattern("process group has NOT been destroyed", _h_pg_not_destroyed),
     Pattern("ibv_reg_dmabuf_mr failed", _h_dmabuf_failed),
     Pattern("use ring PXN", _h_ring_gdr, _RINGS_GDR),
     Pattern(" via ", _h_connection, _CONN),
