@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from bandwall.measure.doctor.evidence import Confidence, Hit, Line, first
 from bandwall.measure.doctor.job import Job
+from bandwall.measure.doctor.messages import Message, lookup
 from bandwall.measure.doctor.nccl_log import NcclLog
 from bandwall.measure.doctor.rules import BY_CODE
 
@@ -2335,10 +2336,17 @@ def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
         "nvls",
     )
     covered = {ln.number for h in hits for ln in h.lines}
+    have = {h.code for h in hits}
+    named: dict[str, tuple[Message, list[Line]]] = {}
     rest: list[Line] = []
     for log in job.logs:
         for ln in log.warnings:
             if (ln.source, ln.number) in quoted or ln.number in covered:
+                continue
+            msg = lookup(ln.text)
+            if msg is not None:  # a message whose source names its cause (messages.py)
+                if msg.code not in have:
+                    named.setdefault(msg.code, (msg, []))[1].append(ln)
                 continue
             if hits and any(k in ln.text for k in explained_msgs):
                 continue
@@ -2347,6 +2355,15 @@ def leftovers(job: Job, hits: list[Hit]) -> list[Hit]:
             if "driver shutting down" in ln.text:
                 continue  # a CUDA call at process exit (cudaErrorCudartUnloading)
             rest.append(ln)
-    if not rest:
-        return []
-    return [Hit("nccl_errors", first(rest, 3), "", POSSIBLE)]
+    out = [
+        Hit(
+            code,
+            first(lines),
+            f"{msg.why} (the message's source: {msg.source})",
+            LIKELY if msg.likely else POSSIBLE,
+        )
+        for code, (msg, lines) in named.items()
+    ]
+    if rest:
+        out.append(Hit("nccl_errors", first(rest, 3), "", POSSIBLE))
+    return out

@@ -279,6 +279,32 @@ def rules_markdown() -> str:
     return "\n".join(out)
 
 
+def messages_markdown() -> str:
+    """The message table (messages.py): warnings that name their cause by their source."""
+    from bandwall.measure.doctor.messages import MESSAGES
+
+    out = [
+        "## Messages that name their cause",
+        "",
+        "A WARN line no detector above quoted is looked up here before it falls to "
+        "`nccl_errors`. The rows come from an audit of every WARN template of NCCL "
+        "v2.7.8-v2.30.7 and aws-ofi-nccl v1.7.4-v1.21.1 (1,531 templates, 472 the field can "
+        "print): 336 had a cause the code around them names; 159 of those were named before "
+        "this table, 299 with it (one synthetic line each, 2026-12-07). `likely`: the message "
+        "states the cause; `possible`: one of the causes the failing call allows.",
+        "",
+        "| pattern | cause | confidence | why | source |",
+        "|---|---|---|---|---|",
+    ]
+    for m in MESSAGES:
+        out.append(
+            f"| `{_cell(m.pattern.pattern)}` | `{m.code}` | "
+            f"{'likely' if m.likely else 'possible'} | {_cell(m.why)} | {_cell(m.source)} |"
+        )
+    out.append("")
+    return "\n".join(out)
+
+
 def corpus_markdown(corpus: Path) -> str:
     rows = labels(corpus)
     scores = evaluate(corpus)
@@ -335,7 +361,7 @@ def corpus_markdown(corpus: Path) -> str:
 
 
 def doctor_markdown(corpus: Path | None = None) -> str:
-    parts = [INTRO, rules_markdown(), CI, json_markdown()]
+    parts = [INTRO, rules_markdown(), messages_markdown(), CI, json_markdown()]
     if corpus is not None:
         parts.append(corpus_markdown(corpus))
     parts += [FORMATS, REST]
