@@ -769,3 +769,88 @@ def test_doctor_follows_a_link_to_a_folder_named_on_the_command_line(
     out = capsys.readouterr()
     assert code == 1 and out.err == "", out.err
     assert [i["path"] for i in json.loads(out.out)["inputs"]] == ["link/a.log"], out.out
+
+
+def test_a_pipeline_across_sites_is_priced_the_same_alone_or_beside_others() -> None:
+    """A chain whose stages are a whole node apart (tp·cp·dp = 8) skipped the site check: over
+    two sites a fixed pp 4 was priced inside one site, 10x faster than its own WAN bytes allow,
+    and the same sweep row changed price with its neighbours (fuzz round 17, C1)."""
+    from bandwall.planning.api import plan, sweep
+    from bandwall.planning.request import PlanRequest
+
+    base = {"gpus": 32, "model": "llama3-70b", "sites": 2, "wan": "internet-10g", "zero": 2}
+    fixed = {"tp": 2, "cp": 4, "micro_batch": 1, "virtual_stages": 1}
+    alone = sweep(PlanRequest(**base, **fixed, pp=4), {})
+    beside = sweep(PlanRequest(**base, **fixed, pp=4), {"pp": [4, 8]})
+    assert float(alone["step_time_s"][0]) == pytest.approx(float(beside["step_time_s"][0]))
+    searched = plan(PlanRequest(**base)).metrics["step_time_s"]
+    assert searched <= float(alone["step_time_s"][0]) * (1 + 1e-9)
+    # 1 Gb/s between sites: a fixed pp 4 cannot beat the WAN bytes it sends
+    slow = plan(PlanRequest(**{**base, "model": "llama3-8b", "wan": "internet-1g"}, pp=4, tp=2))
+    wan_s = slow.metrics["egress_bytes"] / slow.metrics["steps"] * 8 / 1e9
+    assert slow.metrics["step_time_s"] >= wan_s
+
+
+def test_an_integer_past_any_float_in_a_config_is_one_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """float() of a 401-digit integer overflowed: a traceback, and a 500 from the web upload."""
+    config = json.loads(
+        (CONFIGS / "hf" / "bert-large-uncased-whole-word-masking-config.json").read_text()
+    )
+    config["num_hidden_layers"] = 10**400
+    Path("config.json").write_text(json.dumps(config))
+    out = check(["plan", "--from", "config.json", "--gpus", "8"], capsys)
+    assert out.code == 2 and "num_hidden_layers: a 401-digit number is out of range" in out.err
+
+
+def test_every_gpu_count_of_scale_and_sweep_must_fill_whole_nodes(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Only the first count was checked: `scale --gpus 8,27` priced 27 GPUs as dp27."""
+    out = check(["scale", "--gpus", "8,27"], capsys)
+    assert out.code == 0 and "27 GPUs left out: --gpus: 27 GPUs do not fill whole nodes" in out.err
+    assert "│   27 │" not in out.out
+    out = check(["sweep", "--gpus", "16,27", "--csv"], capsys)
+    rows = out.out.strip().splitlines()
+    head = rows[0].split(",")
+    valid = {r.split(",")[head.index("gpus")]: r.split(",")[head.index("valid")] for r in rows[1:]}
+    assert valid == {"16": "true", "27": "false"}, valid
+
+
+def test_doctor_reads_a_huge_log_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 466 KB gzip of 20 M lines ran past 30 s (fuzz round 17, B1): past a budget only
+    failure lines are parsed, and reading stops at a ceiling, each said in a note."""
+    from bandwall.measure.doctor import diagnosis
+
+    monkeypatch.setattr(diagnosis, "FULL_READ_LINES", 10)
+    monkeypatch.setattr(diagnosis, "MAX_READ_LINES", 100)
+    warn = "n1:1:1 [0] misc/ibvwrap.cc:106 NCCL WARN Call to ibv_reg_mr failed with error {}\n"
+    lines = ["n1:1:1 [0] NCCL INFO x\n"] * 200
+    lines[49] = warn.format("Cannot allocate memory")
+    lines[149] = warn.format("Bad address")
+    log = tmp_path / "big.log"
+    log.write_text("".join(lines))
+    diag = diagnosis.diagnose([str(log)])
+    assert [f.code for f in diag.findings if f.severity != "info"] == ["memlock"]
+    notes = diag.job.inputs[0].notes
+    assert any("past line 10 only failure lines" in n for n in notes), notes
+    assert any("read stopped at line 100" in n for n in notes), notes
+
+
+def test_utf16_logs_and_empty_gzips(tmp_path: Path) -> None:
+    """PowerShell's `>` writes UTF-16: 'nothing understood'; a gzip of garbage read as empty."""
+    from bandwall.errors import ConfigError
+    from bandwall.safeio import iter_lines
+
+    text = "n1:1:1 [0] NCCL INFO NCCL version 2.18.3+cuda12.2\nsecond line\n"
+    for encoding in ("utf-16", "utf-16-le", "utf-16-be"):
+        path = tmp_path / f"{encoding}.log"
+        path.write_bytes(text.encode(encoding))
+        assert list(iter_lines(path, field="paths")) == text.splitlines(), encoding
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    with pytest.raises(ConfigError, match="not a valid gzip file"):
+        list(iter_lines(bad, field="paths"))

@@ -14,6 +14,7 @@ Every error is a :class:`~bandwall.errors.ConfigError` naming the option the pat
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import io
 import os
@@ -126,7 +127,49 @@ def iter_chunks(
     decompress: bool = True,
 ) -> Iterator[bytes]:
     """The file's content in chunks, gunzipped when it starts with the gzip magic, and never
-    more than `max_bytes` of it (a ConfigError says the file is too large)."""
+    more than `max_bytes` of it (a ConfigError says the file is too large). Text saved as
+    UTF-16 with its BOM (what PowerShell's `>` writes) comes out as UTF-8."""
+    return _as_utf8(_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress))
+
+
+def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
+    first = next(chunks, b"")
+    encoding = "utf-16" if first[:2] in (b"\xff\xfe", b"\xfe\xff") else _bomless_utf16(first)
+    if encoding is None:
+        if first:
+            yield first
+        yield from chunks
+        return
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    yield decoder.decode(first).encode()
+    for chunk in chunks:
+        yield decoder.decode(chunk).encode()
+    yield decoder.decode(b"", final=True).encode()
+
+
+def _bomless_utf16(head: bytes) -> str | None:
+    """'utf-16-le'/'utf-16-be' when the start is ASCII text with a NUL after (before) every
+    character, as UTF-16 without a BOM reads; None otherwise."""
+    sample = head[:256]
+    if len(sample) < 16 or len(sample) % 2:
+        sample = sample[: len(sample) - len(sample) % 2]
+    if len(sample) < 16:
+        return None
+    even, odd = sample[0::2], sample[1::2]
+    if odd.count(0) == len(odd) and 0 not in even:
+        return "utf-16-le"
+    if even.count(0) == len(even) and 0 not in odd:
+        return "utf-16-be"
+    return None
+
+
+def _chunks(
+    path: str | os.PathLike[str],
+    *,
+    field: str,
+    max_bytes: int,
+    decompress: bool,
+) -> Iterator[bytes]:
     raw = _raw_chunks(path, field)
     first = next(raw, b"")
     total = 0
@@ -168,6 +211,11 @@ def iter_chunks(
         tail = inflater.flush()
         if tail:
             yield capped(tail)
+        if not inflater.eof and total == 0:
+            # the gzip magic, then nothing that inflates (a truncated copy read as empty)
+            raise ConfigError(
+                f"{str(path)!r} is not a valid gzip file (it ends before any data)", field=field
+            )
     except zlib.error:
         raise ConfigError(f"{str(path)!r} is not a valid gzip file", field=field) from None
 

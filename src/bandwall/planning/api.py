@@ -451,11 +451,28 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         # a combination the request's cross-field rules refuse (fp8 on an A100 of a --gpu
         # axis) is priced but kept invalid, as a layout that does not divide is
         refused = loop_names and _breaks_rules(sub)
+        # a GPU count the rules refuse (27 on 8-GPU nodes) is a refused row too: the axis is
+        # priced in one pass, so only the request's own count had been checked
+        bad_gpus = (
+            [
+                n
+                for n in np.unique(vec_axes["gpus"])
+                if _breaks_rules(sub.model_copy(update={"gpus": int(n)}))
+            ]
+            if "gpus" in vec_axes and not refused
+            else []
+        )
         if "gpus" in vec_axes:  # the request's own gpus must not cap a larger axis value
             sub = sub.model_copy(update={"gpus": int(np.max(vec_axes["gpus"]))})
         _, m, _ = evaluate_points(sub, vec_axes, flat=bool(loop_names))
         if refused:
             m = dataclasses.replace(m, valid=np.zeros(np.shape(m.valid), dtype=bool))
+        elif bad_gpus:
+            i = vec_names.index("gpus")
+            counts = _filled(_grid_axis(vec_axes["gpus"], i, len(vec_names)), grid_shape)
+            keep = ~np.isin(counts, bad_gpus)
+            valid = np.asarray(m.valid)
+            m = dataclasses.replace(m, valid=valid & keep.reshape(valid.shape))
         n = len(m)
         # no loop axis: one combination, its columns kept on the axes they vary along and
         # filled together at the end (`_grid_columns`)
@@ -879,10 +896,14 @@ def scale(
     count that cannot run (too few GPUs for the model's memory) is left out and recorded
     there, as sweep leaves out its refused rows; the first refusal is raised when no count
     runs, and always without the list."""
+    from bandwall.planning import rules
+
     plans = []
     for n in gpu_counts:
         try:
-            plans.append(plan(req.model_copy(update={"gpus": int(n)})))
+            one = req.model_copy(update={"gpus": int(n)})
+            rules.check(one)  # model_copy does not validate: 27 GPUs on 8-GPU nodes ran
+            plans.append(plan(one))
         except BandwallError as exc:
             if refused is None:
                 raise

@@ -247,6 +247,25 @@ class Facts:
 
         return load_catalog().gpu(self.req.gpu or self.preset.gpu)
 
+    @cached_property
+    def gpu_arch(self) -> str:
+        """The GPU's architecture family (catalog gpu_perf), 'unknown' without perf data."""
+        from bandwall.catalog import load_catalog
+        from bandwall.errors import CatalogError
+
+        try:
+            return str(load_catalog().gpu_perf(self.gpu_spec.name).arch)
+        except (CatalogError, KeyError):
+            return "unknown"
+
+    @property
+    def gpu_arch_needed(self) -> str:
+        return _KERNEL_ARCH.get(str(self.req.attention_kernel), "").capitalize()
+
+    @property
+    def gpu_arch_name(self) -> str:
+        return {"cdna3": "CDNA 3"}.get(self.gpu_arch, self.gpu_arch.capitalize())
+
     @property
     def whole_below(self) -> int:
         """The largest whole-node GPU count under the request's."""
@@ -287,6 +306,11 @@ class Rule:
     def message(self, facts: Facts) -> str:
         values = {k: getattr(facts.req, k, None) for k in type(facts.req).model_fields}
         return self.says.format(facts=facts, **values)
+
+
+#: The architecture each FlashAttention generation is written for (FA3: Hopper's wgmma and
+#: TMA, Dao-AILab/flash-attention hopper/; FA4: Blackwell's tcgen05, flash_attn/cute).
+_KERNEL_ARCH = {"fa3": "hopper", "fa4": "blackwell"}
 
 
 def _custom_only(name: str, example: Any) -> Rule:
@@ -338,6 +362,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "top_k",
+        lambda f: f.custom and f.given("top_k") and not f.req.experts,
+        "applies to an MoE model; add --experts N (at least --top-k) or drop --top-k",
+        {"model": "custom", "top_k": 2},
+    ),
+    Rule(
+        "top_k",
         lambda f: f.custom and f.given("top_k") and f.req.top_k > (f.req.experts or 1),
         "{top_k} experts per token, but the model has {experts} routed experts; give "
         "--top-k <= --experts",
@@ -384,6 +414,31 @@ RULES: tuple[Rule, ...] = (
             ("outer_overlap", True),
             ("outer_state_on_cpu", True),
         )
+    ),
+    Rule(
+        "attention_kernel",
+        lambda f: (
+            f.given("attention_kernel")
+            and f.req.attention_kernel in _KERNEL_ARCH
+            and f.gpu_arch != _KERNEL_ARCH[f.req.attention_kernel]
+        ),
+        "{attention_kernel} runs on {facts.gpu_arch_needed} GPUs only and "
+        "{facts.gpu_spec.name} is {facts.gpu_arch_name}; use fa2, or leave it out for the GPU's "
+        "best",
+        {"attention_kernel": "fa4", "gpu": "H100-SXM"},
+        triggers=("attention_kernel", "gpu", "preset"),
+    ),
+    Rule(
+        "fp8_recipe",
+        lambda f: (
+            f.given("fp8_recipe")
+            and str(getattr(f.req.fp8_recipe, "value", f.req.fp8_recipe)) == "mxfp8"
+            and f.gpu_arch != "blackwell"
+        ),
+        "mxfp8 needs Blackwell's block-scaled tensor cores and {facts.gpu_spec.name} is "
+        "{facts.gpu_arch_name}; use delayed, current or blockwise",
+        {"precision": "fp8", "fp8_recipe": "mxfp8", "gpu": "H100-SXM"},
+        triggers=("fp8_recipe", "gpu", "preset"),
     ),
     Rule(
         "precision",

@@ -131,7 +131,10 @@ def plan_tables(plan: Plan) -> list[Table]:
             else "100% (failures not modelled: --no-failures)",
         ),
         ("time to train", format_duration(m["time_to_train_s"]) + budget_text(plan)),
-        ("GPU-hours", f"{m['gpu_hours']:,.0f}"),
+        (
+            "GPU-hours",
+            f"{m['gpu_hours']:,.0f}" if m["gpu_hours"] >= 10 else f"{m['gpu_hours']:.2g}",
+        ),
         (
             "energy",
             f"{_energy(m['energy_kwh'])}, {m['joules_per_token']:,.3g} J/"
@@ -274,11 +277,28 @@ def assumptions_table(plan: Plan) -> Table:
     return t
 
 
+def token_count(tokens: float) -> str:
+    """A token count in its own unit: '15T', '2,000B', '4.2M' (3M tokens read '0B').
+
+    >>> token_count(15e12), token_count(2e12), token_count(4.19e6), token_count(512)
+    ('15.0T', '2,000B', '4.19M', '512')
+    """
+    if tokens >= 1e13:
+        return f"{tokens / 1e12:,.1f}T"
+    if tokens >= 1e9:
+        return f"{tokens / 1e9:,.0f}B"
+    if tokens >= 1e6:
+        return f"{tokens / 1e6:,.3g}M"
+    if tokens >= 1e3:
+        return f"{tokens / 1e3:,.3g}K"
+    return f"{tokens:,.0f}"
+
+
 def budget_text(plan: Plan) -> str:
     m = plan.metrics
     if isinstance(plan.workload, Transformer):
         tokens = m["steps"] * m["global_batch"] * plan.workload.seq_len
-        return f" for {tokens / 1e9:,.0f}B tokens"
+        return f" for {token_count(tokens)} tokens"
     return f" for {m['steps'] * m['global_batch'] / plan.workload.dataset_samples:,.3g} epochs"
 
 

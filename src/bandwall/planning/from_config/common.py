@@ -202,7 +202,14 @@ def to_int(value: Any) -> int:
                 raise ValueError(f"expected a whole number, got {text!r}") from None
             number = int(real)
     if abs(number) > MAX_INT:
-        shown = f"{number:,}" if abs(number) < 10**15 else f"{float(number):.3g}"
+        if abs(number) < 10**15:
+            shown = f"{number:,}"
+        else:
+            try:
+                shown = f"{float(number):.3g}"
+            except OverflowError:  # past ~1.8e308: a 400-digit integer was a traceback
+                digits = len(str(abs(number))) if abs(number) < 10**4000 else 4000
+                shown = f"a {digits:,}-digit number" + ("" if digits < 4000 else " or longer")
         raise ValueError(f"{shown} is out of range (at most {MAX_INT:,})")
     return number
 
@@ -212,7 +219,10 @@ def to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a number, got {value!r}")
     if isinstance(value, int | float):
-        number = float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer past ~1.8e308
+            raise ValueError("a number beyond any float is out of range") from None
     else:
         text = str(value).strip().replace("_", "")
         if not text or len(text) > 40 or not text.isascii():
