@@ -854,3 +854,65 @@ def test_utf16_logs_and_empty_gzips(tmp_path: Path) -> None:
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(ConfigError, match="not a valid gzip file"):
         list(iter_lines(bad, field="paths"))
+
+
+EIGHTH = [
+    # a fixed option no searched layout can work around was blamed on --gpus
+    (["plan", "--gpus", "16", "--virtual-stages", "1000"], "--virtual-stages"),
+    (["plan", "--gpus", "8", "--model", "resnet50", "--cp", "2"], "--cp"),
+    # Megatron-Core asserts the middle stages split the rest evenly (82 layers were priced)
+    (
+        [
+            "plan",
+            "--gpus",
+            "24",
+            "--model",
+            "llama3-70b",
+            "--pp",
+            "8",
+            "--pp-first-stage-layers",
+            "8",
+            "--pp-last-stage-layers",
+            "8",
+        ],
+        "--pp-first-stage-layers",
+    ),
+    # another board's scale-up fabric (an A100 on NVLink 5 got NVLS)
+    (["plan", "--gpus", "16", "--gpu", "A100-SXM-80GB", "--scale-up", "nvlink5"], "--scale-up"),
+    (
+        ["collective", "--ranks", "16", "--gpu", "A100-SXM-80GB", "--scale-up", "nvlink5"],
+        "--scale-up",
+    ),
+    # kernels and fp8 formats the GPU cannot run were priced as something else
+    (["plan", "--gpus", "16", "--attention-kernel", "fa4"], "--attention-kernel"),
+    (["plan", "--gpus", "16", "--precision", "fp8", "--fp8-recipe", "mxfp8"], "--fp8-recipe"),
+    (
+        [
+            "plan",
+            "--model",
+            "custom",
+            "--layers",
+            "2",
+            "--hidden",
+            "64",
+            "--heads",
+            "2",
+            "--vocab",
+            "100",
+            "--seq-len",
+            "512",
+            "--top-k",
+            "2",
+        ],
+        "--top-k",
+    ),
+]
+
+
+@pytest.mark.parametrize(("argv", "field"), EIGHTH, ids=[" ".join(a)[:40] for a, _ in EIGHTH])
+def test_eighth_round_inputs_name_their_option(
+    argv: list[str], field: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    out = check(argv, capsys)
+    assert out.code == 2 and out.err.startswith(f"error: {field}:"), out.err
+    assert "None" not in out.err, out.err

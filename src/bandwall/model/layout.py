@@ -89,6 +89,22 @@ class Rule(IntEnum):
     PP_STAGE_LAYERS = 16
 
 
+def _uneven_chunks(
+    stage_layers: tuple[int | None, int | None], rest: Any, others: Any, v: Any
+) -> Any:
+    """Whether a stage given its own layer count, or the middle stages' equal share, does not
+    split into `v` virtual chunks (Megatron-Core builds each chunk from a whole number)."""
+    vv = np.maximum(np.asarray(v, dtype=np.float64), 1.0)
+    bad = np.zeros(np.shape(vv), dtype=bool)
+    for given in stage_layers:
+        if given is not None:
+            bad = bad | (np.mod(given, vv) != 0)
+    share = np.asarray(rest, dtype=np.float64) / np.maximum(
+        np.asarray(others, dtype=np.float64), 1.0
+    )
+    return bad | ((np.asarray(others) > 0) & (np.mod(share, vv) != 0))
+
+
 def check_layouts(
     w: Workload,
     cl: Cluster,
@@ -133,7 +149,14 @@ def check_layouts(
             checks.append(
                 (
                     Rule.PP_STAGE_LAYERS,
-                    (pp <= 1) | (rest < others) | ((others <= 0) & (rest != 0)),
+                    (pp <= 1)
+                    | (rest < others)
+                    | ((others <= 0) & (rest != 0))
+                    # Megatron-Core's TransformerConfig asserts the middle stages split the
+                    # rest evenly (80 - 8 - 8 over 6 was priced as 11 each: 82 layers)
+                    | ((others > 0) & (np.mod(rest, np.maximum(others, 1)) != 0))
+                    # and with virtual stages every stage's layers split into v equal chunks
+                    | ((v > 1) & _uneven_chunks(stage_layers, rest, others, v)),
                 )
             )
     checks += [
@@ -303,9 +326,9 @@ def explain(  # noqa: C901
         )
     if r is Rule.PP_STAGE_LAYERS and isinstance(w, Transformer):
         return LayoutError(
-            f"the layers given to the first/last stages must leave at least one of the "
-            f"{w.layers} layers for every other stage (none over when both are given and pp = "
-            f"2), and need pp > 1 (pp = {pp} here)",
+            f"the layers given to the first/last stages must leave the other stages an equal "
+            f"share of the {w.layers} layers, at least one each (none over when both are given "
+            f"and pp = 2), and need pp > 1 (pp = {pp} here)",
             field="pp_first_stage_layers",
         )
     if r is Rule.ASYNC_NEEDS_LOCAL_SGD:

@@ -584,6 +584,18 @@ def group_shape(ranks: npt.ArrayLike, topo: Topology) -> GroupShape:
     )
 
 
+def check_board_fabric(gpu: str, own: str, asked: str) -> None:
+    """A GPU's scale-up links are part of its board: its own fabric, or PCIe for a what-if
+    without NVLink. An RTX 4090 on NVLink 5 or an A100 with NVLink 5's NVLS was priced."""
+    if asked == own or asked.startswith("pcie"):
+        return
+    raise ConfigError(
+        f"{asked} is another board's fabric; {gpu} boards carry {own} (or give pcie4/pcie5 "
+        "for one without it)",
+        field="scale_up",
+    )
+
+
 def build_topology(
     *,
     gpus_per_node: int,
@@ -623,6 +635,7 @@ def build_topology(
             + ", ".join(sorted(k for k, f in cat.fabrics.items() if f.tier is Tier.SCALE_UP)),
             field="scale_up",
         )
+    check_board_fabric(gpu_spec.name, gpu_spec.scale_up_fabric, up_spec.key)
     out_link: Link | None = None
     if scale_out is not None:
         out_spec = cat.fabric(scale_out)

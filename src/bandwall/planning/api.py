@@ -702,6 +702,25 @@ def _no_fit_error(req: PlanRequest, w: Workload, cl: Cluster, row: dict[str, flo
     return LayoutError(f"{layout} {need}; {hint}", field="memory")
 
 
+#: Rules whose breaking value may be a fixed option other than the rule's own field.
+_ALSO_BREAKS = {
+    "PP_LAYERS": ("virtual_stages",),
+    "CNN_MODEL_PARALLEL": ("pp", "cp", "ep"),
+}
+
+
+def _fixed_culprit(rule: int, req: PlanRequest, searched: tuple[str, ...]) -> str | None:
+    """A layout option the user fixed that a broken rule involves, when the rule's own field
+    was searched (then no count of GPUs or searched value can fix it)."""
+    from bandwall.model.layout import Rule
+
+    for name in _ALSO_BREAKS.get(Rule(rule).name, ()):
+        value = getattr(req, name, None)
+        if name not in searched and value is not None and value != 1:
+            return name
+    return None
+
+
 def _batch_works(req: PlanRequest, w: Workload, gpn: int, gpus: int, target: int) -> bool:
     """Whether some model-parallel size of the search divides `gpus` and leaves a
     data-parallel size that keeps the default batch within the engine's tolerance."""
@@ -766,6 +785,11 @@ def plan(req: PlanRequest) -> Plan:
                     field="micro_batch",
                 )
             raise _gpu_count_error(req, w, cl.gpus_per_node, gb)
+        fixed = _fixed_culprit(int(row["rule"]), req, search.searched)
+        if error.field in search.searched and fixed is not None:
+            # the option the user fixed is what no searched layout can work around (1,000
+            # virtual stages, cp on a CNN): name it, not --gpus
+            raise LayoutError(error.reason, field=fixed)
         if error.field in search.searched:
             raise LayoutError(
                 f"no layout with {', '.join(search.searched)} searched divides {req.gpus:,} "

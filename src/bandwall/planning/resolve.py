@@ -112,6 +112,10 @@ def _resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None) -> Cluster:
             "(nvlink4, pcie5, ...)",
             field="scale_up",
         )
+    if req.scale_up is not None:
+        from bandwall.model.topology import check_board_fabric
+
+        check_board_fabric(gpu.name, gpu.scale_up_fabric, up_spec.key)
     out_spec = cat.fabric(req.fabric or preset.scale_out)
     if out_spec.tier is Tier.SCALE_UP:
         raise ConfigError(
