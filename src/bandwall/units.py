@@ -148,7 +148,7 @@ def parse_size(text: str, field: str = "size") -> int:
     m = _SIZE_RE.match(text)
     if not m:
         raise ConfigError(
-            f"malformed size {text[:40]!r}; use bytes or a K/M/G/T suffix, e.g. 64K", field=field
+            f"malformed size {text[:40]!r}; use bytes or a K/M/G/T/P suffix, e.g. 64K", field=field
         )
     prefix, unit = m.group(2).upper(), (m.group(3) or "").upper()
     if prefix and unit == "B":
@@ -416,7 +416,7 @@ def format_size(num_bytes: float) -> str:
     """Render a byte count with binary suffixes, as nccl-tests' size arguments are written:
     exact (and so parseable back) where it is a whole number of units under 100,000 of them;
     a size that is not (2e12 bytes, not 1953125000K) gets one decimal of the largest unit."""
-    units = (("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB))
+    units = (("P", PiB), ("T", TiB), ("G", GiB), ("M", MiB), ("K", KiB))
     for suffix, scale in units:
         if num_bytes >= scale and num_bytes % scale == 0 and num_bytes // scale < 100_000:
             return f"{int(num_bytes // scale)}{suffix}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -169,7 +170,15 @@ def test_what_a_plan_does_not_price_or_rounds_it_says() -> None:
     p = plan(model="llama3-8b", gpus=64, loss_rate=0.5)
     assert any("--loss 0.5 is not priced" in n for n in p.notes)
     rounded = dict(assumption_rows(plan(model="llama3-8b", gpus=64, micro_batch=3)))
-    assert "the default 512, rounded to split evenly over dp=" in rounded["global batch"]
+    # the multiple is dp × micro-batch, and the batch is one of them
+    found = re.search(
+        r"the default 512, rounded to a multiple of dp × micro-batch = "
+        r"(\d+) × 3 = ([\d,]+)\)",
+        rounded["global batch"],
+    )
+    assert found, rounded["global batch"]
+    gb = int(rounded["global batch"].split(" sequences")[0].replace(",", ""))
+    assert gb % int(found.group(2).replace(",", "")) == 0
     kept = dict(assumption_rows(plan(model="llama3-8b", gpus=64)))
     assert kept["global batch"].endswith("(default)")
 

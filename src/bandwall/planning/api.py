@@ -364,7 +364,11 @@ def evaluate_points(
             valid = np.broadcast_to(m.valid, shape)
             mem = np.where(valid, np.broadcast_to(m.memory_bytes, shape), np.inf)
             cap = np.broadcast_to(m.memory_capacity_bytes, shape) * (1 + MEMORY_TOLERANCE)
-            near = np.where(valid & (mem <= cap), step, np.inf)
+            # with the same preference for layouts that keep the batch asked for (a fallback
+            # that took micro-batch 3 turned the default 512 into 513)
+            near = np.where(
+                valid & (mem <= cap), step * (1 + 1e-9 * tie) + np.where(rounded, 1e9, 0.0), np.inf
+            )
             furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=-1)
             fallback = np.where(valid.any(axis=-1), np.argmin(mem, axis=-1), furthest)
             fallback = np.where(np.isfinite(near).any(axis=-1), np.argmin(near, axis=-1), fallback)
@@ -681,7 +685,8 @@ def _no_fit_error(req: PlanRequest, w: Workload, cl: Cluster, row: dict[str, flo
         f"needs {row['memory_bytes'] / gb:,.1f} GB per GPU (weights "
         f"{row['memory_weights_bytes'] / gb:,.1f}, grads {row['memory_grads_bytes'] / gb:,.1f}, "
         f"optimizer {row['memory_optimizer_bytes'] / gb:,.1f}, activations "
-        f"{row['memory_activations_bytes'] / gb:,.1f}) but {cl.gpu.name} has "
+        f"{row['memory_activations_bytes'] / gb:,.1f}, backward peak "
+        f"{row['memory_transient_bytes'] / gb:,.1f}) but {cl.gpu.name} has "
         f"{row['memory_capacity_bytes'] / gb:,.1f} GB usable"
     )
     layout = " ".join(f"{a}={int(row[a])}" for a in ("tp", "pp", "cp", "zero"))

@@ -259,6 +259,13 @@ class Facts:
             return "unknown"
 
     @property
+    def moe(self) -> bool:
+        """Whether the model has routed experts (a catalog MoE, or custom with --experts)."""
+        if self.custom:
+            return bool(self.req.experts)
+        return bool(getattr(self.workload, "is_moe", False))
+
+    @property
     def gpu_arch_needed(self) -> str:
         return _KERNEL_ARCH.get(str(self.req.attention_kernel), "").capitalize()
 
@@ -311,6 +318,11 @@ class Rule:
 #: The architecture each FlashAttention generation is written for (FA3: Hopper's wgmma and
 #: TMA, Dao-AILab/flash-attention hopper/; FA4: Blackwell's tcgen05, flash_attn/cute).
 _KERNEL_ARCH = {"fa3": "hopper", "fa4": "blackwell"}
+
+
+def _value(x: Any) -> str:
+    """An enum's value or a plain string, as text."""
+    return str(getattr(x, "value", x))
 
 
 def _custom_only(name: str, example: Any) -> Rule:
@@ -414,6 +426,49 @@ RULES: tuple[Rule, ...] = (
             ("outer_overlap", True),
             ("outer_state_on_cpu", True),
         )
+    ),
+    # options that only act in another setting were dropped without a word (fuzz round 17, E3)
+    Rule(
+        "fp8_recipe",
+        lambda f: f.given("fp8_recipe") and _value(f.req.precision) != "fp8",
+        "applies to --precision fp8 (the recipe says how fp8 GEMMs are scaled); add "
+        "--precision fp8 or drop --fp8-recipe",
+        {"fp8_recipe": "current"},
+    ),
+    Rule(
+        "recompute_layers",
+        lambda f: f.given("recompute_layers") and _value(f.req.recompute) != "full",
+        "applies to --recompute full (Megatron's block method: that many layers of each chunk "
+        "are recomputed); add --recompute full or drop --recompute-layers",
+        {"recompute_layers": 4},
+        triggers=("recompute_layers", "recompute"),
+    ),
+    Rule(
+        "reshard_after_forward",
+        lambda f: f.given("reshard_after_forward") and f.given("zero") and f.req.zero < 3,
+        "is FSDP's (ZeRO-3) choice; at --zero {zero} the weights are not sharded: use "
+        "--zero 3 or drop it",
+        {"reshard_after_forward": True, "zero": 1},
+        triggers=("reshard_after_forward", "zero"),
+    ),
+    *(
+        Rule(
+            name,
+            lambda f, name=name: f.given(name) and not f.cnn and not f.moe,
+            f"applies to MoE models (routed experts); {{model}} is dense: drop "
+            f"{_flag_text(name)}",
+            {"model": "llama3-8b", name: example},
+            triggers=(name, "model", "experts"),
+        )
+        for name, example in (("moe_dispatcher", "deepep"), ("ep_overlap", 0.5))
+    ),
+    Rule(
+        "straggler_fraction",
+        lambda f: f.given("straggler_fraction") and not f.req.straggler_slowdown,
+        "has no effect without --straggler-slowdown (how much slower a straggler is); add "
+        "it or drop --straggler-fraction",
+        {"straggler_fraction": 0.1},
+        triggers=("straggler_fraction", "straggler_slowdown"),
     ),
     Rule(
         "attention_kernel",

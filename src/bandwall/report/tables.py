@@ -171,9 +171,11 @@ def plan_tables(plan: Plan) -> list[Table]:
             br.add_row(labels[key], format_duration(seconds), f"{seconds / step:.1%}")
     br.add_row("step", format_duration(step), "100%")
     mem = Table(title="Memory per GPU (GB)")
-    keys = ("weights", "grads", "optimizer", "activations", "", "capacity")
+    # the parts add up to the total: "peak" is the backward's working set on top of what is
+    # kept (a rebuilt layer, the logits, FSDP's gathered layers)
+    keys = ("weights", "grads", "optimizer", "activations", "transient", "", "capacity")
     for k in keys:
-        mem.add_column(k or "total", justify="right")
+        mem.add_column({"": "total", "transient": "peak"}.get(k, k), justify="right")
     mem.add_row(*(f"{m[f'memory_{k}_bytes' if k else 'memory_bytes'] / gb:,.1f}" for k in keys))
     return [head, br, mem, assumptions_table(plan)]
 
@@ -192,7 +194,11 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
 
         target = default_global_batch(w, req.gpus)
         if gb != target:  # the engine rounds it so every data-parallel rank gets whole shares
-            gb_src = f"the default {target:,}, rounded to split evenly over dp={int(m['dp']):,}"
+            share = int(m["dp"]) * int(m["micro_batch"])
+            gb_src = (
+                f"the default {target:,}, rounded to a multiple of dp × micro-batch = "
+                f"{int(m['dp']):,} × {int(m['micro_batch']):,} = {share:,}"
+            )
     if isinstance(w, Transformer):
         batch = f"{gb:,} sequences × {w.seq_len:,} = {gb * w.seq_len:,} tokens per step ({gb_src})"
         budget = (
