@@ -916,3 +916,22 @@ def test_eighth_round_inputs_name_their_option(
     out = check(argv, capsys)
     assert out.code == 2 and out.err.startswith(f"error: {field}:"), out.err
     assert "None" not in out.err, out.err
+
+
+def test_the_work_budget_counts_the_layouts_the_engine_prices(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A one-row DeepSeek-V3 sweep was refused as 3.3 M points; the engine's prefilter keeps
+    ~1% of the product it counted, and `plan` answers the same request in 0.6 s."""
+    from bandwall.planning.budget import layouts_searched
+    from bandwall.planning.request import PlanRequest
+
+    req = PlanRequest(model="deepseek-v3", gpus=1024)
+    assert layouts_searched(req) < 200_000
+    out = check(["sweep", "--gpus", "1024", "--model", "deepseek-v3", "--csv"], capsys)
+    assert out.code == 0, out.err
+    # a flag that takes a value in sweep no longer swallows the next option
+    out = check(["sweep", "--gpus", "16,32", "--failures", "--csv"], capsys)
+    assert out.code == 2 and out.err.startswith("error: --failures: takes a value"), out.err
+    out = check(["sweep", "--gpus", "16", "--failures", "true,false", "--csv"], capsys)
+    assert sorted(r.split(",")[0] for r in out.out.strip().splitlines()[1:]) == ["false", "true"]

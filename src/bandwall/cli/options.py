@@ -336,6 +336,12 @@ def expand_values(name: str, text: str, notes: list[str] | None = None) -> list[
     """`expand`'s values; its note (a range stopping short of its end) is added to `notes`,
     for the command to print once its request is valid (a refused command prints one line),
     or goes to stderr now when no list is given."""
+    if text.startswith("--"):
+        # a plan-style flag (`--failures`) takes a value in sweep and swallowed the next option
+        raise ConfigError(
+            f"takes a value here (a list such as true,false or 8,16); got the option {text!r}",
+            field=name,
+        )
     rng = expand(name, text)
     if rng.note:
         line = f"note: --{field_flag(name)}: {rng.note}"

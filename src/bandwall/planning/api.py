@@ -482,7 +482,8 @@ def sweep(req: PlanRequest, axes: dict[str, list[Any]] | None = None) -> dict[st
         # filled together at the end (`_grid_columns`)
         grid: dict[str, tuple[np.ndarray, tuple[int, ...]]] = {}
         for k, value in zip(loop_names, combo, strict=True):
-            columns.setdefault(k, []).append(np.full(n, str(value), dtype=object))
+            text = str(value).lower() if isinstance(value, bool) else str(value)  # as JSON
+            columns.setdefault(k, []).append(np.full(n, text, dtype=object))
         for i, k in enumerate(vec_names):
             # counts cast on the axis values, not on the grid (`_whole` then passes them on)
             values = _grid_axis(_whole(k, vec_axes[k]), i, len(vec_names))
