@@ -325,6 +325,16 @@ def _value(x: Any) -> str:
     return str(getattr(x, "value", x))
 
 
+def _moe_only(name: str, example: Any) -> Rule:
+    return Rule(
+        name,
+        lambda f: f.given(name) and not f.cnn and not f.moe,
+        f"applies to MoE models (routed experts); {{model}} is dense: drop {_flag_text(name)}",
+        {"model": "llama3-8b", name: example},
+        triggers=(name, "model", "experts"),
+    )
+
+
 def _custom_only(name: str, example: Any) -> Rule:
     return Rule(
         name,
@@ -451,17 +461,7 @@ RULES: tuple[Rule, ...] = (
         {"reshard_after_forward": True, "zero": 1},
         triggers=("reshard_after_forward", "zero"),
     ),
-    *(
-        Rule(
-            name,
-            lambda f, name=name: f.given(name) and not f.cnn and not f.moe,
-            f"applies to MoE models (routed experts); {{model}} is dense: drop "
-            f"{_flag_text(name)}",
-            {"model": "llama3-8b", name: example},
-            triggers=(name, "model", "experts"),
-        )
-        for name, example in (("moe_dispatcher", "deepep"), ("ep_overlap", 0.5))
-    ),
+    *(_moe_only(name, ex) for name, ex in (("moe_dispatcher", "deepep"), ("ep_overlap", 0.5))),
     Rule(
         "straggler_fraction",
         lambda f: f.given("straggler_fraction") and not f.req.straggler_slowdown,
