@@ -935,3 +935,16 @@ def test_the_work_budget_counts_the_layouts_the_engine_prices(
     assert out.code == 2 and out.err.startswith("error: --failures: takes a value"), out.err
     out = check(["sweep", "--gpus", "16", "--failures", "true,false", "--csv"], capsys)
     assert sorted(r.split(",")[0] for r in out.out.strip().splitlines()[1:]) == ["false", "true"]
+
+
+def test_tcp_and_roce_settings_on_an_infiniband_fabric_say_they_are_not_priced(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """They were dropped without a word, as --loss on RDMA had been (fuzz round 17, E3)."""
+    out = check(["plan", "--gpus", "16", "--tcp-streams", "4", "--rdma-cc", "pfc"], capsys)
+    assert out.code == 0
+    said = " ".join(out.out.split())  # plan's notes follow its table
+    assert "--tcp-streams is not priced: ib-ndr is RDMA" in said, said
+    assert "--rdma-cc pfc is not priced" in said, said
+    out = check(["plan", "--gpus", "16", "--fabric", "roce-400", "--rdma-cc", "pfc"], capsys)
+    assert "not priced" not in out.out + out.err, out.out

@@ -863,6 +863,25 @@ def _notes(
             "transport retransmits in the NIC; loss applies to TCP links (e.g. --preset "
             "decentralized-colocated)."
         )
+    given = req.model_fields_set
+    if out is not None and not out.tcp:
+        # TCP settings on an RDMA fabric were dropped without a word (fuzz round 17, E3)
+        tcp_opts = [
+            f"--{k.replace('_', '-')}"
+            for k in ("tcp_window_bytes", "tcp_streams", "congestion_control")
+            if k in given and getattr(req, k) is not None
+        ]
+        if tcp_opts:
+            notes.append(
+                f"{', '.join(tcp_opts)} {'is' if len(tcp_opts) == 1 else 'are'} not priced: "
+                f"{out.name} is RDMA; TCP settings apply to TCP links (e.g. --fabric "
+                "eth-25g-tcp)."
+            )
+    if out is not None and "rdma_cc" in given and req.rdma_cc != "auto" and out.transport != "roce":
+        notes.append(
+            f"--rdma-cc {req.rdma_cc} is not priced: it chooses RoCE's congestion control and "
+            f"{out.name} is {out.transport or 'not RoCE'}."
+        )
     if not isinstance(w, Transformer):
         per_gpu = row["global_batch"] / max(row["dp"], 1)
         launch = w.kernels_per_step * cl.perf.kernel_launch_us * 1e-6 * row["micro_batches"]
