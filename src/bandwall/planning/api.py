@@ -863,13 +863,13 @@ def _notes(
             "transport retransmits in the NIC; loss applies to TCP links (e.g. --preset "
             "decentralized-colocated)."
         )
-    given = req.model_fields_set
+    set_fields = req.model_fields_set
     if out is not None and not out.tcp:
         # TCP settings on an RDMA fabric were dropped without a word (fuzz round 17, E3)
         tcp_opts = [
             f"--{k.replace('_', '-')}"
             for k in ("tcp_window_bytes", "tcp_streams", "congestion_control")
-            if k in given and getattr(req, k) is not None
+            if k in set_fields and getattr(req, k) is not None
         ]
         if tcp_opts:
             notes.append(
@@ -877,7 +877,12 @@ def _notes(
                 f"{out.name} is RDMA; TCP settings apply to TCP links (e.g. --fabric "
                 "eth-25g-tcp)."
             )
-    if out is not None and "rdma_cc" in given and req.rdma_cc != "auto" and out.transport != "roce":
+    if (
+        out is not None
+        and "rdma_cc" in set_fields
+        and req.rdma_cc != "auto"
+        and out.transport != "roce"
+    ):
         notes.append(
             f"--rdma-cc {req.rdma_cc} is not priced: it chooses RoCE's congestion control and "
             f"{out.name} is {out.transport or 'not RoCE'}."
