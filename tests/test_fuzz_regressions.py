@@ -851,6 +851,9 @@ def test_utf16_logs_and_empty_gzips(tmp_path: Path) -> None:
         path = tmp_path / f"{encoding}.log"
         path.write_bytes(text.encode(encoding))
         assert list(iter_lines(path, field="paths")) == text.splitlines(), encoding
+    cr = tmp_path / "cr.log"  # old Mac line ends: one line numbered 0 before
+    cr.write_bytes(text.replace("\n", "\r").encode())
+    assert list(iter_lines(cr, field="paths")) == text.splitlines()
     bad = tmp_path / "bad.gz"
     bad.write_bytes(b"\x1f\x8b\x08\x00garbage")
     with pytest.raises(ConfigError, match="not a valid gzip file"):

@@ -247,9 +247,13 @@ def iter_lines(
     """Text lines without their newline, streamed: UTF-8 with bad bytes and NULs replaced, each
     line cut at `max_line_chars`, memory bounded by one chunk plus one line."""
     pending = b""
+    newline: bytes | None = None
     for chunk in iter_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress):
+        if newline is None:
+            # old Mac line ends (CR only): the whole file read as one line, numbered 0
+            newline = b"\r" if b"\r" in chunk and b"\n" not in chunk else b"\n"
         pending += chunk
-        *lines, pending = pending.split(b"\n")
+        *lines, pending = pending.split(newline)
         for line in lines:
             yield _decode(line, max_line_chars)
         if len(pending) > 4 * max_line_chars:  # a very long line: keep only its head
