@@ -28,3 +28,9 @@ def devices(host: str = "node1", gpu: str = "NVIDIA H100 80GB HBM3", n: int = 2)
 def log(rows: str, *, host: str = "node1", footer: bool = True) -> str:
     """A whole all_reduce_perf output around `rows`."""
     return RUN_HEADER + devices(host) + TABLE_HEADER + rows + (FOOTER if footer else "")
+
+
+def row(size: int, time_us: float, algbw: float, busbw: float) -> str:
+    """One all_reduce float row, out-of-place and in-place alike."""
+    half = f"{time_us:9.2f} {algbw:7.2f} {busbw:7.2f}      0"
+    return f"  {size:>10}  {size // 4:>10}     float     sum      -1 {half} {half}\n"

@@ -270,6 +270,10 @@ class Facts:
         return _KERNEL_ARCH.get(str(self.req.attention_kernel), "").capitalize()
 
     @property
+    def blackwell(self) -> bool:
+        return self.gpu_arch == "blackwell"
+
+    @property
     def gpu_arch_name(self) -> str:
         return {"cdna3": "CDNA 3"}.get(self.gpu_arch, self.gpu_arch.capitalize())
 
@@ -472,11 +476,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "attention_kernel",
-        lambda f: (
-            f.given("attention_kernel")
-            and f.req.attention_kernel in _KERNEL_ARCH
-            and f.gpu_arch != _KERNEL_ARCH[f.req.attention_kernel]
-        ),
+        lambda f: f.given("attention_kernel") and f.gpu_arch_needed.lower() not in ("", f.gpu_arch),
         "{attention_kernel} runs on {facts.gpu_arch_needed} GPUs only and "
         "{facts.gpu_spec.name} is {facts.gpu_arch_name}; use fa2, or leave it out for the GPU's "
         "best",
@@ -485,11 +485,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "fp8_recipe",
-        lambda f: (
-            f.given("fp8_recipe")
-            and str(getattr(f.req.fp8_recipe, "value", f.req.fp8_recipe)) == "mxfp8"
-            and f.gpu_arch != "blackwell"
-        ),
+        lambda f: f.given("fp8_recipe") and _value(f.req.fp8_recipe) == "mxfp8" and not f.blackwell,
         "mxfp8 needs Blackwell's block-scaled tensor cores and {facts.gpu_spec.name} is "
         "{facts.gpu_arch_name}; use delayed, current or blockwise",
         {"precision": "fp8", "fp8_recipe": "mxfp8", "gpu": "H100-SXM"},
@@ -498,8 +494,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "precision",
         lambda f: (
-            str(getattr(f.req.precision, "value", f.req.precision)) == "fp8"
-            and "fp8" not in {str(getattr(k, "value", k)) for k in f.gpu_spec.peak_TFLOPS}
+            _value(f.req.precision) == "fp8"
+            and "fp8" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
         ),
         "{facts.gpu_spec.name} has no fp8 tensor cores: fp8 compute needs Ada, Hopper or "
         "newer (TransformerEngine and TensorRT-LLM assert it); use --precision bf16 or an "
