@@ -947,3 +947,22 @@ def test_more_nics_never_slow_a_fixed_ring_ll(
         times.append([r["time_s"] for r in rows])
     for fewer, more in itertools.pairwise(times):
         assert all(b <= a * (1 + 1e-9) for a, b in zip(fewer, more, strict=True)), times
+
+
+@pytest.mark.parametrize("concurrency", ["1", "2", "8"])
+def test_a_prompt_waits_at_least_its_own_prefill(
+    concurrency: str, capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Its prefill was averaged over the o iterations of a request: an 8,000-token prompt of
+    Llama 3 70B had 28 ms of TTFT against 357 ms of its own prefill (fuzz round 18, C1)."""
+    out = check(
+        [
+            *_words("infer --model llama3-70b --tp 8 --dataset fixed --prompt-tokens 8000"),
+            *_words(f"--output-tokens 100 --concurrency {concurrency} --json"),
+        ],
+        capsys,
+    )
+    assert out.code == 0, out.err
+    data = json.loads(out.out)
+    m = data.get("metrics", data)
+    assert m["ttft_s"] >= m["prefill_s"] * (1 - 1e-9), (m["ttft_s"], m["prefill_s"])
