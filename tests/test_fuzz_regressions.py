@@ -452,9 +452,9 @@ def test_calibrate_refuses_a_run_of_one_size(
         "     1048576        262144     float     sum      -1    {t}   52.43   52.43      0"
         "    20.00   52.43   52.43      0\n"
     )
-    Path("nt.log").write_text(
-        nccl_tests_log(row.format(t="20.00") * 3 + row.format(t="2000.00"), footer=False)
-    )
+    # one rank per host, the layout calibrate fits
+    text = nccl_tests_log(row.format(t="20.00") * 3 + row.format(t="2000.00"), footer=False)
+    Path("nt.log").write_text(text.replace("Pid   1235 on node1", "Pid   1235 on node2"))
     imported = check(
         ["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys
     )
@@ -966,3 +966,15 @@ def test_a_prompt_waits_at_least_its_own_prefill(
     data = json.loads(out.out)
     m = data.get("metrics", data)
     assert m["ttft_s"] >= m["prefill_s"] * (1 - 1e-9), (m["ttft_s"], m["prefill_s"])
+
+
+def test_calibrate_refuses_an_imported_run_with_ranks_sharing_a_host(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """The fit is one rank per host on one link: a 2 x 8 B200 run fitted so priced its own
+    8 GiB all_gather at 10 ms through `collective` against 31 ms measured (fuzz round 18, C4)."""
+    log = Path(__file__).parent / "data" / "nccl-tests" / "gke-a4-b200-16-ranks-all-gather.log"
+    out = check(["import", "nccl-tests", str(log), "--op", "all_gather", "--db", "r.db"], capsys)
+    assert out.code == 0, out.err
+    out = check(["calibrate", "1", "--db", "r.db", "--name", "gke", "--rate", "3200Gbps"], capsys)
+    assert out.code == 2 and "run 1 has 8 ranks on a host (2 hosts)" in out.err, out.err

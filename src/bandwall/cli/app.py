@@ -641,6 +641,7 @@ def calibrate(
     bench run, the compute efficiency to profiler traces (--from-trace), or a compute profile
     to a training log (--from-log)."""
     from bandwall.measure.calibrate import fit_run, load_run, nominal_rate_Gbps, save_profile
+    from bandwall.measure.calibrate.fit import check_one_rank_per_host
     from bandwall.units import parse_rate_Gbps, parse_size
 
     if from_log:
@@ -659,6 +660,7 @@ def calibrate(
             "give RESULTS (a run id, 'latest' or a JSON export) or --from-trace", field="results"
         )
     run, rows = load_run(results, db)
+    check_one_rank_per_host(run)
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
     if nominal is not None and nominal < MIN_RATE_GBPS:
         raise ConfigError(f"must be at least {MIN_RATE_GBPS:g} Gb/s, got {rate}", field="rate")

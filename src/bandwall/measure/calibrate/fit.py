@@ -161,6 +161,32 @@ def nominal_rate_Gbps(run: Run) -> float | None:
     return min(rates) if rates else None
 
 
+def check_one_rank_per_host(run: Run) -> None:
+    """The fit prices the run as one rank per host on one link (`_single_level`), and the
+    profile's rate is then taken per NIC: a 2 x 8-GPU nccl-tests run fitted that way priced
+    its own collective 3x too fast through `collective` (fuzz round 18, C4). Refused until the
+    fit knows two levels."""
+    imported = isinstance(run.args, dict) and str(run.args.get("command", "")).startswith("import")
+    ranks = run.host.get("ranks") if isinstance(run.host, dict) else None
+    if not imported or not isinstance(ranks, list):
+        # bench and the lab lay ranks out one per (emulated) host on one link, the fit's
+        # model, even when the processes share a machine
+        return
+    per_host: dict[str, int] = {}
+    for r in ranks:
+        if isinstance(r, dict) and isinstance(r.get("hostname"), str):
+            per_host[r["hostname"]] = per_host.get(r["hostname"], 0) + 1
+    most = max(per_host.values(), default=1)
+    if most > 1:
+        raise ConfigError(
+            f"run {run.id} has {most} ranks on a host ({len(per_host)} hosts); calibrate fits "
+            "one rank per host on one link (bench's layout, or nccl-tests with one GPU per "
+            "node): measure that, or compare this run with a catalog fabric (bandwall "
+            "validate RUN --fabric ...)",
+            field="results",
+        )
+
+
 def _single_level(link: Link, backend: str = "gloo") -> Topology:
     """One rank per host on one link type, as bench runs are laid out."""
     return Topology(
