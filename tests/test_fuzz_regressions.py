@@ -978,3 +978,13 @@ def test_calibrate_refuses_an_imported_run_with_ranks_sharing_a_host(
     assert out.code == 0, out.err
     out = check(["calibrate", "1", "--db", "r.db", "--name", "gke", "--rate", "3200Gbps"], capsys)
     assert out.code == 2 and "run 1 has 8 ranks on a host (2 hosts)" in out.err, out.err
+
+
+def test_serving_tensor_parallelism_stays_inside_a_node(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`infer --tp 16` on nodes of 8 priced tp over the scale-out fabric; plan refuses it."""
+    out = check(_words("infer --model llama3-8b --tp 16 --pp 1 --gpus 16"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --tp: 16 must be at most the 8 GPUs")
+    out = check(_words("infer --model llama3-8b --tp 16 --gpus 16 --gpus-per-node 16"), capsys)
+    assert out.code == 0, out.err

@@ -253,6 +253,15 @@ def _layouts(req: InferRequest, w: Transformer, cl: Cluster) -> list[Layout]:
     up to the node), pp only when the model does not fit one node at its widest tp."""
     gpn = min(cl.gpus_per_node, req.gpus)
     _check_given(req, w)
+    if req.tp and req.tp > cl.gpus_per_node:
+        # as `plan`: tensor parallelism over the scale-out fabric is not modelled (it was
+        # priced as if the node held all of it)
+        raise ConfigError(
+            f"{req.tp:,} must be at most the {cl.gpus_per_node:,} GPUs of a node (the scale-up "
+            "domain); tensor parallelism over the scale-out fabric is not modelled: use --pp "
+            "across nodes",
+            field="tp",
+        )
     if req.tp and req.pp:
         return [Layout(req.tp, req.pp, "given")]
     tps = [req.tp] if req.tp else [t for t in (1, 2, 4, 8, 16, 32, 64) if t <= gpn]
