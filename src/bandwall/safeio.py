@@ -150,9 +150,7 @@ def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
 def _bomless_utf16(head: bytes) -> str | None:
     """'utf-16-le'/'utf-16-be' when the start is ASCII text with a NUL after (before) every
     character, as UTF-16 without a BOM reads; None otherwise."""
-    sample = head[:256]
-    if len(sample) < 16 or len(sample) % 2:
-        sample = sample[: len(sample) - len(sample) % 2]
+    sample = head[: min(len(head), 256) // 2 * 2]  # whole code units
     if len(sample) < 16:
         return None
     even, odd = sample[0::2], sample[1::2]

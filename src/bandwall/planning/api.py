@@ -205,7 +205,7 @@ def _grid_axis(values: np.ndarray, position: int, ndim: int) -> np.ndarray:
     return np.asarray(values).reshape(shape)
 
 
-def _prefilter(
+def prefilter(
     values: list[np.ndarray],
     searched: tuple[str, ...],
     w: Workload,
@@ -243,20 +243,30 @@ def _prefilter(
     return found
 
 
+def search_space(
+    req: PlanRequest, w: Workload, gpn: int, fixed: tuple[str, ...]
+) -> tuple[tuple[str, ...], list[np.ndarray], tuple[np.ndarray, ...]]:
+    """The searched layout axes (those the request leaves unset, less the `fixed` sweep axes),
+    their candidates and the rows of the candidates' product the prefilter keeps: what the
+    engine prices per grid point, and what the work budget counts."""
+    searched = tuple(
+        a for a in LAYOUT_AXES if a not in fixed and (req.auto or getattr(req, a) is None)
+    )
+    values = [np.asarray(candidates(a, w, req, gpn), dtype=np.int64) for a in searched]
+    gpus = None if "gpus" in fixed else req.gpus
+    if math.prod(len(v) for v in values) == 1:  # one candidate (or none): kept either way
+        rows: tuple[np.ndarray, ...] = tuple(np.zeros(1, dtype=np.intp) for _ in values)
+    else:
+        rows = prefilter(values, searched, w, req, gpus)
+    return searched, values, rows
+
+
 def _layout_grid(
     req: PlanRequest, w: Workload, gpn: int, axes: dict[str, np.ndarray], ndim: int
 ) -> tuple[LayoutArrays, tuple[str, ...], int]:
     """Layout arrays over the grid: each swept axis on its own dimension, fixed axes as
     scalars, searched axes as the product of their candidates on the last dimension."""
-    searched = tuple(
-        a for a in LAYOUT_AXES if a not in axes and (req.auto or getattr(req, a) is None)
-    )
-    values = [np.asarray(candidates(a, w, req, gpn), dtype=np.int64) for a in searched]
-    gpus = None if "gpus" in axes else req.gpus
-    if math.prod(len(v) for v in values) == 1:  # one candidate (or none): kept either way
-        rows: tuple[np.ndarray, ...] = tuple(np.zeros(1, dtype=np.intp) for _ in values)
-    else:
-        rows = _prefilter(values, searched, w, req, gpus)
+    searched, values, rows = search_space(req, w, gpn, tuple(axes))
     columns = [vals[idx] for vals, idx in zip(values, rows, strict=True)]
     n_rows = len(columns[0]) if columns else 1
     names = list(axes)
@@ -354,7 +364,8 @@ def evaluate_points(
         step = np.broadcast_to(m.step_time_s / m.global_batch, shape)
         tie = np.broadcast_to(_complexity(m), shape)
         rounded = np.broadcast_to(m.global_batch != gb, shape)
-        key = np.where(feasible, step * (1 + 1e-9 * tie) + np.where(rounded, 1e9, 0.0), np.inf)
+        preference = step * (1 + 1e-9 * tie) + np.where(rounded, 1e9, 0.0)
+        key = np.where(feasible, preference, np.inf)
         best = np.argmin(key, axis=-1)
         none = ~feasible.any(axis=-1)
         if np.any(none):
@@ -366,9 +377,7 @@ def evaluate_points(
             cap = np.broadcast_to(m.memory_capacity_bytes, shape) * (1 + MEMORY_TOLERANCE)
             # with the same preference for layouts that keep the batch asked for (a fallback
             # that took micro-batch 3 turned the default 512 into 513)
-            near = np.where(
-                valid & (mem <= cap), step * (1 + 1e-9 * tie) + np.where(rounded, 1e9, 0.0), np.inf
-            )
+            near = np.where(valid & (mem <= cap), preference, np.inf)
             furthest = np.argmax(np.broadcast_to(m.rule, shape), axis=-1)
             fallback = np.where(valid.any(axis=-1), np.argmin(mem, axis=-1), furthest)
             fallback = np.where(np.isfinite(near).any(axis=-1), np.argmin(near, axis=-1), fallback)

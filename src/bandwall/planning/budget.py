@@ -63,26 +63,15 @@ class Work:
 def layouts_searched(req: Any, fixed: tuple[str, ...] = ()) -> int:
     """How many layouts the engine tries per row for `req` (1 when nothing is searched);
     axes in `fixed` are given per row (sweep axes) and not searched."""
-    from bandwall.model.layout import LAYOUT_AXES
-    from bandwall.planning.api import candidates
+    from bandwall.planning.api import search_space
     from bandwall.planning.resolve import resolve_cluster, resolve_workload
-
-    searched = [a for a in LAYOUT_AXES if a not in fixed and (req.auto or getattr(req, a) is None)]
-    if not searched:
-        return 1
-    import numpy as np
-
-    from bandwall.planning.api import _prefilter
 
     w = resolve_workload(req)
     gpn = resolve_cluster(req).gpus_per_node
-    values = [np.asarray(candidates(a, w, req, gpn)) for a in searched]
-    if any(len(v) == 0 for v in values):
-        return 1
     # what the engine prices after its prefilter (DeepSeek-V3: ~1% of the 3 M products), not
     # the product: a one-row sweep that `plan` answers in 0.6 s was refused as 3.3 M points
-    gpus = None if "gpus" in fixed else int(req.gpus)
-    return max(1, len(_prefilter(values, tuple(searched), w, req, gpus)[0]))
+    searched, _, rows = search_space(req, w, gpn, fixed)
+    return len(rows[0]) if searched else 1
 
 
 def sweep_work(req: Any, axes: dict[str, list[Any]]) -> Work:

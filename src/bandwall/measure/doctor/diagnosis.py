@@ -336,13 +336,13 @@ def _read(path: Path, job: Job) -> None:
     first_line = ""
     skipped = 0
     for number, line in enumerate(iter_lines(path, field="paths"), 1):
+        if number > MAX_READ_LINES:  # failure lines too: 20 M WARN lines are a time bomb
+            item.notes.append(f"read stopped at line {MAX_READ_LINES:,}")
+            break
         if not first_line and line.strip():
             first_line = line.strip()
         if number > FULL_READ_LINES and not _FAILURE_WORDS.search(line):
             skipped += 1  # past the budget only lines that report a failure are parsed
-            if number >= MAX_READ_LINES:
-                item.notes.append(f"read stopped at line {MAX_READ_LINES:,}")
-                break
             continue
         for _, parser in active:
             parser.feed(number, line)
