@@ -171,11 +171,11 @@ def plan_tables(plan: Plan) -> list[Table]:
             br.add_row(labels[key], format_duration(seconds), f"{seconds / step:.1%}")
     br.add_row("step", format_duration(step), "100%")
     mem = Table(title="Memory per GPU (GB)")
-    # the parts add up to the total: "peak" is the backward's working set on top of what is
-    # kept (a rebuilt layer, the logits, FSDP's gathered layers)
+    # the parts add up to the total: "backward" is the backward's working set on top of what
+    # is kept (a rebuilt layer, the logits, FSDP's gathered layers)
     keys = ("weights", "grads", "optimizer", "activations", "transient", "", "capacity")
     for k in keys:
-        mem.add_column({"": "total", "transient": "peak"}.get(k, k), justify="right")
+        mem.add_column({"": "total", "transient": "backward"}.get(k, k), justify="right")
     mem.add_row(*(f"{m[f'memory_{k}_bytes' if k else 'memory_bytes'] / gb:,.1f}" for k in keys))
     return [head, br, mem, assumptions_table(plan)]
 
