@@ -1007,3 +1007,14 @@ def test_ttft_percentiles_never_fall_as_the_rate_rises(
         tails.append((m["ttft_p50_s"], m["ttft_p99_s"]))
     for lower, higher in itertools.pairwise(tails):
         assert higher[0] >= lower[0] * (1 - 1e-6) and higher[1] >= lower[1] * (1 - 1e-6), tails
+
+
+def test_scale_counts_are_checked_as_the_field_they_are(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A range to 1e12 GPUs was priced past the schema's 2,097,152 and printed $inf."""
+    out = check(_words("scale --gpus 8:1e12:x2"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --gpus: Input should be less than"), out
+    assert "$inf" not in out.out
+    out = check(_words("plot scaling -o s.svg --scaling-gpus 8:1e12:x2"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --scaling-gpus: Input should be"), out

@@ -50,13 +50,13 @@ def _scaling_plans(fields: dict[str, Any], keys: list[str], gpus: str) -> dict[s
         # ran over it together, so `plot scaling` failed with its own defaults)
         for req in reqs.values():
             check_scale_work(req, counts, None, override=False)
+        refused: list[tuple[int, Any]] = []
+        plans = {key: scale(req, counts, refused) for key, req in reqs.items()}
     except ConfigError as exc:
         if exc.field != "gpus":
             raise
         # the counts come from --scaling-gpus: the error is about it
         raise type(exc)(exc.reason, field="scaling_gpus") from exc
-    refused: list[tuple[int, Any]] = []
-    plans = {key: scale(req, counts, refused) for key, req in reqs.items()}
     notes += [f"{n:,} GPUs left out: {error_line(exc, [])}" for n, exc in refused]
     print_notes(notes)  # after the engine accepted the requests: a refusal prints one line
     return plans

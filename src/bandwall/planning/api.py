@@ -961,6 +961,9 @@ def scale(
     runs, and always without the list."""
     from bandwall.planning import rules
 
+    # each count as the field it is, as sweep's axis values are (a range to 1e12 GPUs was
+    # priced past the schema's bound and printed $inf); then the cross-field rules per count
+    gpu_counts = _axis_values(req, "gpus", list(gpu_counts))
     plans = []
     for n in gpu_counts:
         try:
