@@ -1018,3 +1018,28 @@ def test_scale_counts_are_checked_as_the_field_they_are(
     assert "$inf" not in out.out
     out = check(_words("plot scaling -o s.svg --scaling-gpus 8:1e12:x2"), capsys)
     assert out.code == 2 and out.err.startswith("error: --scaling-gpus: Input should be"), out
+
+
+def test_calibrate_refuses_rows_faster_than_the_rate_and_holds_a_fit_at_it(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """CI refused a 1 Gbit lab run whose rows all sat below 1 Gb/s because the α-β fit's slope
+    reached 1.17 Gb/s; what shows a wrong --rate is a row faster than it, not the slope."""
+    from tests.nccl_tests_text import row
+
+    rows = ""
+    for k, slow in zip(range(20, 24), (3.0, 2.0, 1.4, 1.0), strict=True):
+        size = 1 << k
+        busbw = 19.0 / slow  # GB/s, 152 Gb/s at the largest
+        t_us = size / (busbw * 1e3) * 1.0  # one rank per host: busbw = algbw
+        rows += row(size, t_us, busbw, busbw)
+    text = nccl_tests_log(rows, footer=False).replace("Pid   1235 on node1", "Pid   1235 on node2")
+    Path("nt.log").write_text(text)
+    out = check(["import", "nccl-tests", "nt.log", "--op", "all_reduce", "--db", "r.db"], capsys)
+    assert out.code == 0, out.err
+    out = check(["calibrate", "1", "--db", "r.db", "--name", "x", "--rate", "100Gbps"], capsys)
+    assert out.code == 2 and "the run measured 152 Gb/s, 1.52 x the 100 Gb/s" in out.err, out
+    out = check(_words("calibrate 1 --db r.db --name y --rate 155Gbps --json"), capsys)
+    assert out.code == 0, out.err
+    fit = json.loads(out.out)
+    assert fit["efficiency"] <= 1.0 and fit["bandwidth_Bps"] * 8 / 1e9 <= 155 * (1 + 1e-9)

@@ -632,3 +632,34 @@ def test_gloo_topology_prices_the_ring_with_round_trips_nccl_does_not() -> None:
     np.testing.assert_allclose(rs, hand, rtol=1e-9)
     # latency-bound: twice the α-β ring's 2(n−1) one-way steps
     assert t[0] == pytest.approx(2 * 2 * 3 * 0.025, rel=0.02)
+
+
+def test_fit_above_the_line_rate_from_rows_below_it_is_held_at_the_rate() -> None:
+    """CI's 1 Gbit tbf run fitted 1.17 Gb/s from rows that all measured below 1 Gb/s: slow
+    mid-size rows steepen the α-β line. Given the line rate, B_eff stays at it and α alone is
+    refitted (each row's time = α·L + F/B, so α = Σ(L/t)(1 − F/(B·t)) / Σ(L/t)²)."""
+    from bandwall.measure.calibrate.fit import _coefficients, fit_run
+
+    world, line_Bps = 4, 125e6  # 1 Gb/s
+    sizes = np.array([float(1 << k) for k in range(20, 25)])  # 1-16 MiB
+    L, F, _, _ = _coefficients(Op.ALL_REDUCE, sizes, world, "nccl")
+    # the largest row at 97% of the line, the smaller ones slowed more (a loaded machine)
+    slow = np.array([3.0, 2.0, 1.4, 1.1, 1.0])
+    t = 200e-6 * L + F / (0.97 * line_Bps) * slow
+    rows = [
+        {"op": "all_reduce", "size_bytes": int(s), "wrong": 0, "time_median_s": float(x)}
+        for s, x in zip(sizes, t, strict=True)
+    ]
+    free = fit_run(rows, world, 1 << 20, backend="nccl")
+    assert free["bandwidth_Bps"] > 1.05 * line_Bps and not free["capped_at_line_rate"]
+    assert free["peak_row_Bps"] == pytest.approx(float(np.max(F / t)))
+    assert free["peak_row_Bps"] < line_Bps
+    held = fit_run(rows, world, 1 << 20, backend="nccl", max_bandwidth_Bps=line_Bps)
+    assert held["capped_at_line_rate"] and held["bandwidth_Bps"] == pytest.approx(line_Bps)
+    x = L / t
+    alpha = float(np.sum(x * (1 - F / (line_Bps * t))) / np.sum(x * x))
+    assert held["latency_s"] == pytest.approx(max(alpha, 0.0), rel=1e-9)
+    assert held["median_abs_error"] < 0.15
+    # a rate above the fit leaves it as it was
+    same = fit_run(rows, world, 1 << 20, backend="nccl", max_bandwidth_Bps=2 * line_Bps)
+    assert same["bandwidth_Bps"] == free["bandwidth_Bps"] and not same["capped_at_line_rate"]

@@ -593,10 +593,8 @@ def validate(
     )
 
 
-#: The slowest link a profile may claim (as --bandwidth's floor) and how far above its nominal
-#: rate a fit may land (timing noise on a shaped link; a faster fit means the wrong rate).
+#: The slowest link a profile may claim (as --bandwidth's floor).
 MIN_RATE_GBPS = 0.001
-MAX_FIT_EFFICIENCY = 1.10
 
 
 @with_request_options(configs=True)
@@ -664,19 +662,15 @@ def calibrate(
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
     if nominal is not None and nominal < MIN_RATE_GBPS:
         raise ConfigError(f"must be at least {MIN_RATE_GBPS:g} Gb/s, got {rate}", field="rate")
-    fit = fit_run(rows, run.world_size, parse_size(min_size, "min_size"), backend=run.backend)
-    fit["efficiency"] = (fit["bandwidth_Bps"] * 8 / 1e9 / nominal) if nominal else None
-    if fit["efficiency"] is not None and fit["efficiency"] > MAX_FIT_EFFICIENCY:
-        # a profile faster than its link would price every later plan on it from a wrong rate
-        raise ConfigError(
-            f"the run's fitted {fit['bandwidth_Bps'] * 8 / 1e9:.4g} Gb/s is "
-            f"{fit['efficiency']:.3g} x the {nominal:g} Gb/s given: give the rate the run's link "
-            "had (nothing was saved)",
-            field="rate",
-        )
-    if fit["efficiency"] is not None and fit["efficiency"] > 1.0:
-        # within measurement noise of the line rate: saved (and so printed) as the rate
-        fit["efficiency"] = 1.0
+    fit = fit_run(
+        rows,
+        run.world_size,
+        parse_size(min_size, "min_size"),
+        backend=run.backend,
+        max_bandwidth_Bps=nominal * 1e9 / 8 if nominal else None,
+    )
+    # fit_run refuses rows faster than the rate and holds a fit above it at the rate
+    fit["efficiency"] = min(fit["bandwidth_Bps"] * 8 / 1e9 / nominal, 1.0) if nominal else None
     path = save_profile(name, fit, run, nominal)
     fit["profile"] = str(path)
     fit["fabric"] = f"measured:{name}"

@@ -305,6 +305,34 @@ def _least_squares(
     return alpha, beta, model
 
 
+#: How far above the line rate a measured row may land (timing noise on a shaped link; a
+#: faster row means the rate given is not the link's).
+MAX_ROW_OVER_LINE = 1.10
+
+
+def _latency_only(
+    t: np.ndarray,
+    L: np.ndarray,
+    F: np.ndarray,
+    beta: np.ndarray,
+    alt: tuple[np.ndarray, np.ndarray],
+) -> tuple[float, np.ndarray]:
+    """α alone (β of each row given) minimising the relative error of α·L + β·F against t,
+    on the larger side of each row's schedule as `_least_squares` does; α ≥ 0."""
+    use_L, use_F = L, F
+    alpha = 0.0
+    for _ in range(8):
+        x, r = use_L / t, 1 - beta * use_F / t
+        alpha = max(float(np.sum(x * r) / np.sum(x * x)), 0.0) if np.any(x > 0) else 0.0
+        pick = alpha * alt[0] + beta * alt[1] > alpha * L + beta * F
+        new_L, new_F = np.where(pick, alt[0], L), np.where(pick, alt[1], F)
+        if np.array_equal(new_L, use_L) and np.array_equal(new_F, use_F):
+            break
+        use_L, use_F = new_L, new_F
+    model = np.maximum(alpha * L + beta * F, alpha * alt[0] + beta * alt[1])
+    return alpha, model
+
+
 def _side_steps(
     t: np.ndarray,
     L: np.ndarray,
@@ -342,12 +370,15 @@ def fit_run(
     min_size: int = DEFAULT_MIN_SIZE,
     *,
     backend: str = "gloo",
+    max_bandwidth_Bps: float | None = None,
 ) -> dict[str, Any]:
     """`_fit_run`, with a numerical failure (singular or degenerate rows) as one line."""
     _usable(rows, world)
     try:
         with np.errstate(all="ignore"):
-            fit = _fit_run(rows, world, min_size, backend=backend)
+            fit = _fit_run(
+                rows, world, min_size, backend=backend, max_bandwidth_Bps=max_bandwidth_Bps
+            )
     except (np.linalg.LinAlgError, ZeroDivisionError, FloatingPointError, ValueError) as exc:
         raise ConfigError(
             f"the rows cannot be fitted ({type(exc).__name__}: {exc}); check the run with "
@@ -384,11 +415,18 @@ def _fit_run(
     min_size: int = DEFAULT_MIN_SIZE,
     *,
     backend: str = "gloo",
+    max_bandwidth_Bps: float | None = None,
 ) -> dict[str, Any]:
     """Jitter from the spread, then α (shared) and B_eff per op by least squares on relative
     error over rows >= min_size: B_eff is all_reduce's (else the op with most rows) and every
     op's factor is its B_eff relative to that; then a separate α and B_eff for the rows below
-    min_size (when there are two sizes)."""
+    min_size (when there are two sizes).
+
+    A B_eff above `max_bandwidth_Bps` (the link's line rate) is a fit artefact when no row
+    measured that fast: noisy rows trade a steeper slope for a larger α (a 1 Gbit tbf run on a
+    loaded 2-core machine fitted 1.17 Gb/s from rows that all sat below 1 Gb/s). The base B_eff
+    is then held at the line rate (the per-op ratios kept) and α refitted alone; a row above
+    1.1 × the rate means the rate given is not the link's, and is refused."""
     correct = [r for r in rows if r["wrong"] == 0]
     use = [r for r in correct if r["size_bytes"] >= min_size]
     if len(use) < 2:
@@ -413,7 +451,22 @@ def _fit_run(
         k = min(1.0, float(np.min(alpha_all * steps / np.maximum(jit, 1e-300))))
         mu, sigma, jit = mu * k, sigma * k, jit * k
     net = np.maximum(t - jit, t * 1e-6)
+    peak_Bps = float(np.max(F / t))
+    if max_bandwidth_Bps and peak_Bps > MAX_ROW_OVER_LINE * max_bandwidth_Bps:
+        # rows faster than their link: the rate given is not the run's, and a profile from it
+        # would price every later plan on a wrong rate
+        peak, line = peak_Bps * 8 / GB, max_bandwidth_Bps * 8 / GB
+        raise ConfigError(
+            f"the run measured {peak:.4g} Gb/s, {peak / line:.3g} x the {line:g} Gb/s given: "
+            "give the rate the run's link had (nothing was saved)",
+            field="rate",
+        )
     alpha, betas, model = _least_squares(net, L, F, group, d.alt)
+    capped = bool(max_bandwidth_Bps and betas[0] > 0 and 1 / betas[0] > max_bandwidth_Bps)
+    if capped:
+        assert max_bandwidth_Bps is not None
+        betas = betas / (betas[0] * max_bandwidth_Bps)
+        alpha, model = _latency_only(net, L, F, betas[group], d.alt)
     beta = float(betas[0])
     pred = model + jit
     rel = pred / t - 1
@@ -454,6 +507,8 @@ def _fit_run(
         "min_size_bytes": min_size,
         "small": small,
         "backend": backend,
+        "capped_at_line_rate": capped,
+        "peak_row_Bps": peak_Bps,
     }
 
 
