@@ -452,3 +452,48 @@ def test_a_version_in_a_sentence_is_no_running_nccl() -> None:
         ]
     )
     assert list(log.versions) == ["2.14.3", "2.7.8"]
+
+
+def test_a_message_wrapped_across_lines_is_read_once(tmp_path: Path) -> None:
+    """XLA quotes NCCL's last warning inside its own error, and a reporter's paste wrapped it
+    mid-message with '> ' quote markers (AI-Hypercomputer/xpk#492): 'Error' ends one line,
+    'while creating shared memory segment' starts the next. A message whole on one line is
+    not read again with its neighbour (nccl1562 of the corpus: a CUDA failure line followed
+    by prose was quoted a second time, on the prose)."""
+    lines = [
+        "> failed: INTERNAL: NCCL operation ncclGroupEnd() failed: unhandled system error "
+        "(run with ",
+        "> NCCL_DEBUG=INFO for details). Last NCCL warning(error) log entry (may be unrelated)"
+        "  'Error ",
+        "> while creating shared memory segment /dev/shm/nccl-TfciGV (size 31850880), error: "
+        "No space",
+        "> left on device (28)'.",
+    ]
+    assert _first_codes(tmp_path, lines)[:1] == ["shm_space"]
+    log = parse_nccl_log(
+        [
+            "gpu46:78367:78492 [0] transport/nvls.cc:244 NCCL WARN Cuda failure 1 "
+            "'invalid argument'",
+            "2. With `hpl` from [NGC](https://catalog.ngc.nvidia.com/orgs/nvidia/containers/hpc)",
+        ]
+    )
+    assert [ln.number for _, _, _, ln in log.cuda_failures] == [1]
+
+
+def test_nccl_tests_1x_on_pcie_teslas_that_stop_after_the_header_is_p2p(tmp_path: Path) -> None:
+    """nccl-tests 1.x prints 'Rank N uses device N [bus] NAME' and a table headed 'bytes N
+    type op time algbw busbw res'. Eight Tesla M40s (PCIe boards) that print the header and
+    no row hung at the first all-reduce: ACS redirected their P2P writes (NVIDIA/nccl#104,
+    fixed by disabling ACS)."""
+    lines = ["# Using devices"]
+    lines += [f"   Rank  {i} uses device  {i} [0x{5 + i:02x}] Tesla M40 24GB" for i in range(8)]
+    lines += [
+        "",
+        "                                                 out-of-place                    in-place",
+        "     bytes             N    type      op     time  algbw  busbw      res     time  algbw"
+        "  busbw      res",
+    ]
+    assert _first_codes(tmp_path, lines)[:1] == ["p2p_broken"]
+    # the same on SXM2 P100s (NVLink) is not a PCIe hang
+    sxm = [ln.replace("Tesla M40 24GB", "Tesla P100-SXM2-16GB") for ln in lines]
+    assert "p2p_broken" not in _first_codes(tmp_path, sxm)

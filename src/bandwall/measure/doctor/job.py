@@ -34,10 +34,12 @@ CONSUMER_GPU = re.compile(r"GeForce|RTX [2-5]0[5-9]0|TITAN", re.IGNORECASE)
 #: GPUs that reach each other over PCIe only (no NVLink/NVSwitch in the box): consumer and
 #: workstation cards and the PCIe data-centre parts. Their peer-to-peer traffic crosses PCIe
 #: switches or the root complex, where ACS and the IOMMU can redirect or block it (NCCL
-#: troubleshooting guide, "PCI Access Control Services (ACS)" and "IOMMU").
+#: troubleshooting guide, "PCI Access Control Services (ACS)" and "IOMMU"). The Tesla K, M and
+#: P cards of one or two digits (K40, K80, M40, M60, P4, P40) and the T4 are PCIe boards
+#: (NVIDIA's datasheets); the P100/V100 SXM2 parts have NVLink and three digits.
 PCIE_GPU = re.compile(
     r"GeForce|TITAN|Quadro|RTX\s?(A\d{4}|\d{4}\s?Ada|PRO)|RTX [2-5]0[5-9]0|\bA(10|16|2|30|40)\b"
-    r"|\bL(4|40S?)\b|PCIe",
+    r"|\bL(4|40S?)\b|PCIe|\bTesla\s(?:[KMP]\d{1,2}|T4)\b",
     re.IGNORECASE,
 )
 #: Largest busbw (GB/s) a real GPU collective reports; beyond it a number is garbage.

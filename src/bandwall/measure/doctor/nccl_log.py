@@ -122,6 +122,13 @@ _OOB = re.compile(r"Out of bounds values\s*:\s*(\d{1,12})\s+(FAILED|OK)")
 #: nccl-tests' run header, printed once per run by its main process (src/common.cu)
 _TEST_RUN = re.compile(r"nThread\s{1,8}\d{1,4}\s{1,8}nGpus\s{1,8}\d{1,4}\s{1,8}minBytes\b")
 _TABLE_HEADER = re.compile(r"#\s{1,20}size\s{1,20}count\s")
+#: nccl-tests 1.x (2017-2018, NCCL 1.x/2.0 era): 'Rank  0 uses device  0 [0x05] Tesla M40
+#: 24GB' under 'Using devices', and a table headed 'bytes N type op time algbw busbw res'
+#: (NVIDIA/nccl#104)
+_V1_DEVICE = re.compile(
+    r"Rank\s{1,8}\d{1,6}\s{1,8}uses\s{1,8}device\s{1,8}\d{1,3}\s{1,8}\[[^\]]{1,32}\]\s{0,8}(.{1,80})$"
+)
+_V1_TABLE_HEADER = re.compile(r"\bbytes\s{1,20}N\s{1,20}type\s{1,20}op\s{1,20}time\s")
 _TABLE_ROW = re.compile(r"^\s{0,24}\d{1,14}\s{1,20}\d{1,14}\s{1,20}[a-z0-9_]{2,12}\s")
 _TOOL_PREFIX = re.compile(
     r"^(?:\[\d{1,5},\d{1,5}\]<std(?:out|err)>:|\[default\d{1,5}\]:|\d{1,5}: |\[[\w.\-|]{1,64}\]: ?|"
@@ -493,6 +500,13 @@ class Pattern:
 #: NCCLUtils.hpp getNcclErrorDetailStr): that line is read as the WARN record it is
 _LAST_ERROR = "Last error:"
 
+#: How much of the line before an unmatched one is read with it as one wrapped message.
+WRAP_TAIL_CHARS = 160
+
+
+def _matches(pat: Pattern, text: str) -> bool:
+    return pat.key in text and (pat.regex is None or pat.regex.search(text) is not None)
+
 
 class _Parser:
     def __init__(self, source: str) -> None:
@@ -524,17 +538,7 @@ class _Parser:
                 if seg.level in ("WARN", "ERROR", "ABORT"):
                     log.warnings.append(seg.line)
                     used = True
-            hit = False
-            for pat in PATTERNS:
-                if pat.key not in seg.text or (pat.marked_only and seg.level is None):
-                    continue
-                m = None
-                if pat.regex is not None:
-                    m = pat.regex.search(seg.text)
-                    if m is None:
-                        continue
-                pat.handler(self, m, seg)
-                hit = True
+            hit = self._match(seg)
             if hit:
                 used = True
             elif (
@@ -546,10 +550,42 @@ class _Parser:
                 log.not_understood += 1
                 if len(log.examples) < 5:
                     log.examples.append(seg.line)
+        if not used and len(segments) == 1 and segments[0].level is None and self.previous:
+            used = self._match_wrapped(segments[0])
         if used:
             log.matched += 1
         self.previous = text
         self._count_tests(number, text)
+
+    def _match(self, seg: _Seg, parts: tuple[str, ...] = ()) -> bool:
+        """Run every pattern whose key is in the segment, except those that match one of
+        `parts` alone; whether any matched."""
+        hit = False
+        for pat in PATTERNS:
+            if pat.key not in seg.text or (pat.marked_only and seg.level is None):
+                continue
+            m = None
+            if pat.regex is not None:
+                m = pat.regex.search(seg.text)
+                if m is None:
+                    continue
+            if any(_matches(pat, part) for part in parts):
+                continue
+            pat.handler(self, m, seg)
+            hit = True
+        return hit
+
+    def _match_wrapped(self, seg: _Seg) -> bool:
+        """A line without a marker that nothing matched, read after the tail of the line
+        before it: a message a terminal or a reporter wrapped ('... segment ... No space' /
+        'left on device'; XLA's 'Last NCCL warning(error) log entry' as pasted in
+        AI-Hypercomputer/xpk#492). The current line is the one quoted."""
+        tail = _TOOL_PREFIX.sub("", self.previous.strip(), count=1).strip()[-WRAP_TAIL_CHARS:]
+        head = _TOOL_PREFIX.sub("", seg.text.strip(), count=1).strip()
+        if not tail or not head:
+            return False
+        # only what spans the break: a message whole on either line is that line's
+        return self._match(_Seg(f"{tail} {head}", seg.line, None, seg.src), (tail, head))
 
     def _count_tests(self, number: int, text: str) -> None:
         """Where nccl-tests' runs start and what they printed: bookkeeping, not evidence by
@@ -1820,9 +1856,11 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("Out of bounds values", _h_oob, _OOB),
     Pattern("Pid", _h_device_rank, _DEVICE_RANK),
     Pattern(" on ", _h_gpu_name, _OLD_DEVICE_RANK),
+    Pattern("uses device", _h_gpu_name, _V1_DEVICE),
     Pattern("GPU ", _h_gpu_name, _TORCH_GPU),
     Pattern("|", _h_gpu_name, _SMI_GPU),
     Pattern("size", _h_table_header, _TABLE_HEADER),
+    Pattern("bytes", _h_table_header, _V1_TABLE_HEADER),
 )
 
 
