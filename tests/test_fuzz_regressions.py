@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -1043,3 +1044,24 @@ def test_calibrate_refuses_rows_faster_than_the_rate_and_holds_a_fit_at_it(
     assert out.code == 0, out.err
     fit = json.loads(out.out)
     assert fit["efficiency"] <= 1.0 and fit["bandwidth_Bps"] * 8 / 1e9 <= 155 * (1 + 1e-9)
+
+
+def test_server_board_power_follows_the_load(capsys: pytest.CaptureFixture[str]) -> None:
+    """At 0.1 request/s a 0.8 s request leaves the replica empty ~92% of the time: the board
+    drew its busy power throughout and J/token grew as 1/rate (fuzz round 18, C5). It now
+    draws busy power for the share of time a request is held, h = 1 − e^(−rate × request
+    time) (Poisson arrivals), and idle power otherwise: two rates at one layout give back the
+    catalog's idle draw."""
+    from bandwall.catalog.power import load_power
+
+    rows = []
+    for rate in ("0.05", "0.2", "10"):
+        out = check(_words(f"infer --request-rate {rate} --tp 1 --gpus 1 --json"), capsys)
+        assert out.code == 0, out.err
+        m = json.loads(out.out)
+        rows.append((-math.expm1(-float(rate) * m["request_s"]), m["gpu_power_W"], m))
+    assert rows[0][1] < rows[1][1] < rows[2][1], [r[1] for r in rows]
+    (h1, p1, m1), (h2, p2, m2), _ = rows
+    assert m1["concurrency"] == m2["concurrency"] == 1 and m1["request_s"] == m2["request_s"]
+    idle = (h2 * p1 - h1 * p2) / (h2 - h1)
+    assert idle == pytest.approx(load_power().gpu("H100-SXM").idle_W, rel=1e-6)

@@ -197,12 +197,21 @@ def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfi
 
 
 def serving_energy(
-    profile: energy.EnergyProfile, m: ServingMetrics, price_per_gpu_hour_usd: Any
+    profile: energy.EnergyProfile,
+    m: ServingMetrics,
+    price_per_gpu_hour_usd: Any,
+    rate_per_replica: Any = None,
 ) -> dict[str, Any]:
     """Per-GPU board and facility power, J/token, tokens/kWh, cost and CO2 per million
     tokens. The board draws its busy power while computing and its wait power while a token
-    is on the network (`energy.serving_power_W`, under the power cap)."""
+    is on the network (`energy.serving_power_W`, under the power cap); in the server scenario
+    only while the replica holds a request (`energy.occupied_share`), idle otherwise."""
     gpu_W = energy.serving_power_W(profile, m.flop_util, m.hbm_util, m.busy_share)
+    if rate_per_replica is not None:
+        # at 0.1 request/s a 0.9 s request leaves the board idle 91% of the time; it was
+        # priced at its busy power throughout, and J/token grew as 1/rate (fuzz round 18, C5)
+        held = energy.occupied_share(np.asarray(rate_per_replica) * m.request_s)
+        gpu_W = held * gpu_W + (1.0 - held) * profile.idle_W
     facility = energy.facility_power_W(profile.it_W(gpu_W), profile.pue)
     jpt = energy.joules_per_token(facility * m.gpus_per_replica, m.tokens_per_s_replica)
     kwh_per_m = jpt * 1e6 / energy.J_PER_KWH
@@ -413,7 +422,7 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
     else:
         m = evaluate_serving(w, cl, tp, pp, batch, serve_options(req, None, calibration))
     profile = request_energy_profile(req, cl)
-    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd)
+    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd, rate)
     return Priced(w, cl, layouts, owner, m, e, profile, replicas, rate)
 
 
