@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -1065,3 +1066,50 @@ def test_server_board_power_follows_the_load(capsys: pytest.CaptureFixture[str])
     assert m1["concurrency"] == m2["concurrency"] == 1 and m1["request_s"] == m2["request_s"]
     idle = (h2 * p1 - h1 * p2) / (h2 - h1)
     assert idle == pytest.approx(load_power().gpu("H100-SXM").idle_W, rel=1e-6)
+
+
+def test_bench_sizes_are_whole_elements_each_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench collectives --sizes 1,2,3,5` measured four identical 4-byte float32 rows, which
+    fits then counted as four samples (fuzz round 18, D1): a size below one element is refused
+    before any rank starts, and sizes that round to one count are measured once."""
+    from bandwall.measure.requests import BenchCollectives
+
+    out = check(_words("bench collectives --local 2 --backend gloo --sizes 1,2,3,5"), capsys)
+    assert out.code == 2 and "sizes: 1 B is less than one float32 element (4 B)" in out.err
+    req = BenchCollectives(sizes="4,5,6,8,9", dtype="float32")
+    assert req.size_list == (4, 8)
+    assert BenchCollectives(sizes="2,3,4", dtype="bfloat16").size_list == (2, 4)
+
+
+def test_old_layout_nccl_tests_without_a_footer_imports_complete(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """The older nccl-tests layout (`error` column, no `root`) as Azure's examples print it
+    has no footer; its complete tables were listed as failed runs in `results list` and the
+    HTML report (fuzz round 18, D2). A newer table cut before its footer still is."""
+    log = Path(__file__).parent / "data" / "nccl-tests" / "azure-nd-v100-a100-old-format.log"
+    out = check(["import", "nccl-tests", str(log), "--op", "all_reduce", "--db", "r.db"], capsys)
+    assert out.code == 0, out.err
+    listed = check(_words("results list --db r.db"), capsys)
+    assert "complete: no footer (the older nccl-tests layout)" in listed.out, listed.out
+    assert "failed" not in listed.out
+    cut = nccl_tests_log(nccl_tests_row(1 << 20, 50.0, 20.97, 20.97), footer=False)
+    Path("cut.log").write_text(cut)
+    out = check(["import", "nccl-tests", "cut.log", "--op", "all_reduce", "--db", "c.db"], capsys)
+    listed = check(_words("results list --db c.db"), capsys)
+    assert "failed: log ends before the '# Avg bus bandwidth' footer" in listed.out, listed.out
+
+
+def test_collective_says_tcp_settings_on_rdma_are_not_priced_and_prints_whole_us(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`collective --tcp-window 64K` on ib-ndr dropped the window without a word, as plan did
+    before fuzz round 17 (E3); a 1 PiB all-reduce printed '4.57e+09' in the µs column."""
+    out = check(_words("collective --op all_reduce --ranks 16 --fabric ib-ndr --sizes 1G"), capsys)
+    assert out.code == 0 and "not priced" not in out.out
+    words = "collective --op all_reduce --ranks 16 --fabric ib-ndr --sizes 1G --tcp-window 64K"
+    out = check(_words(words), capsys)
+    assert "note: --tcp-window is not priced: ib-ndr is RDMA" in " ".join(out.out.split())
+    out = check(_words("collective --op all_reduce --ranks 16 --fabric ib-ndr --sizes 1P"), capsys)
+    assert out.code == 0 and "e+0" not in out.out
+    assert re.search(r"│ +\d{1,3}(,\d{3}){3} │", out.out), out.out

@@ -268,6 +268,22 @@ def collective(
     console.print(collective_table(marked, title))
     for line in result.summary_notes():
         console.print(f"* {line}", style="dim")
+    out = topo.scale_out
+    tcp_opts = [
+        flag
+        for flag, given in (
+            ("--tcp-window", tcp_window),
+            ("--tcp-streams", tcp_streams),
+            ("--congestion-control", None if congestion_control == "cubic" else congestion_control),
+        )
+        if given is not None
+    ]
+    if out is not None and not out.tcp and tcp_opts and max(rank_counts) > topo.gpus_per_node:
+        # as plan says it (fuzz round 17, E3): a TCP setting on RDMA was dropped without a word
+        console.print(
+            f"note: {', '.join(tcp_opts)} {'is' if len(tcp_opts) == 1 else 'are'} not priced: "
+            f"{out.name} is RDMA; TCP settings apply to TCP links (e.g. --fabric eth-25g-tcp)."
+        )
 
 
 @with_request_options(configs=True)

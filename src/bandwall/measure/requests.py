@@ -147,6 +147,10 @@ class BenchCommon(MeasureRequest):
     """Show every rank's traceback and torch's launcher logs on failure."""
 
 
+#: Bytes per element of each `--dtype` (what the buffers are counted in, as nccl-tests does).
+DTYPE_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2, "int32": 4}
+
+
 class BenchCollectives(BenchCommon):
     """`bench collectives`: an nccl-tests-style sweep of sizes for each op."""
 
@@ -189,13 +193,30 @@ class BenchCollectives(BenchCommon):
         size_range(value, "sizes")  # refused here (count, units, order), before any spawn
         return value
 
+    @model_validator(mode="after")
+    def _whole_elements(self) -> BenchCollectives:
+        """A size below one element was measured as one element: `--sizes 1,2,3,5` gave four
+        identical 4-byte rows that fits then counted as four samples (fuzz round 18, D1)."""
+        elem = DTYPE_BYTES[self.dtype]
+        small = [int(v) for v in size_range(self.sizes, "sizes").values if v < elem]
+        if small:
+            raise ValueError(
+                f"sizes: {small[0]:,} B is less than one {self.dtype} element ({elem} B); "
+                f"give sizes of at least {elem} B"
+            )
+        return self
+
     @property
     def op_list(self) -> tuple[str, ...]:
         return tuple(self.ops.split(","))
 
     @property
     def size_list(self) -> tuple[int, ...]:
-        return tuple(int(v) for v in size_range(self.sizes, "sizes").values)
+        """The sizes as measured, whole elements (nccl-tests' count = bytes / element size),
+        each once: 5 and 6 bytes of float32 are both the 4-byte row."""
+        elem = DTYPE_BYTES[self.dtype]
+        snapped = (int(v) // elem * elem for v in size_range(self.sizes, "sizes").values)
+        return tuple(dict.fromkeys(snapped))
 
 
 class BenchLinks(BenchCommon):

@@ -599,8 +599,8 @@ def collective_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_row(
             f"{int(row['ranks']):,}",
             _size_cell(size_b),
-            # past 10 s the µs count is 11+ digits: three significant digits instead
-            fmt_num(time_us, 2 if time_us < 1e5 else 0) if time_us < 1e7 else f"{time_us:.3g}",
+            # whole µs with separators past 0.1 s (1 PiB printed '4.57e+09' in a µs column)
+            fmt_num(time_us, 2 if time_us < 1e5 else 0),
             _bandwidth(float(row["algbw_GBps"])),
             _bandwidth(float(row["busbw_GBps"])),
             _algo_cell(str(row["algo"]), row.get("protocol")),
