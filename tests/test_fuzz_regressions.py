@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -1050,8 +1049,8 @@ def test_calibrate_refuses_rows_faster_than_the_rate_and_holds_a_fit_at_it(
 def test_server_board_power_follows_the_load(capsys: pytest.CaptureFixture[str]) -> None:
     """At 0.1 request/s a 0.8 s request leaves the replica empty ~92% of the time: the board
     drew its busy power throughout and J/token grew as 1/rate (fuzz round 18, C5). It now
-    draws busy power for the share of time a request is held, h = 1 − e^(−rate × request
-    time) (Poisson arrivals), and idle power otherwise: two rates at one layout give back the
+    draws busy power for the share of time the replica holds a request (the queue's
+    `occupied_share`), and idle power otherwise: two rates at one layout give back the
     catalog's idle draw."""
     from bandwall.catalog.power import load_power
 
@@ -1060,10 +1059,11 @@ def test_server_board_power_follows_the_load(capsys: pytest.CaptureFixture[str])
         out = check(_words(f"infer --request-rate {rate} --tp 1 --gpus 1 --json"), capsys)
         assert out.code == 0, out.err
         m = json.loads(out.out)
-        rows.append((-math.expm1(-float(rate) * m["request_s"]), m["gpu_power_W"], m))
+        rows.append((m["occupied_share"], m["gpu_power_W"], m))
     assert rows[0][1] < rows[1][1] < rows[2][1], [r[1] for r in rows]
     (h1, p1, m1), (h2, p2, m2), _ = rows
-    assert m1["concurrency"] == m2["concurrency"] == 1 and m1["request_s"] == m2["request_s"]
+    # at both low rates the replica runs one sequence when it runs any: one busy power
+    assert m1["flop_util"] == m2["flop_util"] and h1 < h2 < 0.5
     idle = (h2 * p1 - h1 * p2) / (h2 - h1)
     assert idle == pytest.approx(load_power().gpu("H100-SXM").idle_W, rel=1e-6)
 
@@ -1113,3 +1113,16 @@ def test_collective_says_tcp_settings_on_rdma_are_not_priced_and_prints_whole_us
     out = check(_words("collective --op all_reduce --ranks 16 --fabric ib-ndr --sizes 1P"), capsys)
     assert out.code == 0 and "e+0" not in out.out
     assert re.search(r"│ +\d{1,3}(,\d{3}){3} │", out.out), out.out
+
+
+def test_a_deepspeed_batch_smaller_than_its_ranks_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`train_batch_size` 8 with accumulation 1 over 16 data-parallel ranks derived a
+    micro-batch of 0 and divided by it: ZeroDivisionError in plan, sweep and compare, HTTP 500
+    from /api/from-config (fuzz round 19, A1, on the repo's own zf_config.json)."""
+    cfg = Path(__file__).parent / "data" / "configs" / "deepspeed" / "zf_config.json"
+    for cmd in ("plan", "sweep"):
+        out = check([cmd, "--from", str(cfg), "--gpus", "16", "--model", "llama3-8b"], capsys)
+        assert out.code == 2 and out.err.count("\n") == 1, out
+        assert "train_batch_size 8 is less than accumulation 1 × 16 data-parallel ranks" in out.err

@@ -69,10 +69,17 @@ def infer_tables(result: Inference) -> list[Table]:
     t.add_column("value", overflow="fold")
     gb = 1e9
     load = (
-        f"server at {m['request_rate_per_s']:,.4g} requests/s ({m['utilisation']:.0%} of the slots)"
+        f"server at {m['request_rate_per_s']:,.4g} requests/s ({m['utilisation']:.0%} of "
+        "what its slots serve)"
         if m["scenario"] == "server"
         else "offline (maximum throughput)"
     )
+    if m["scenario"] == "server":
+        # the cap is what the engine may batch; Little's law gives what it holds on average
+        held = m["request_rate_per_s"] / max(m["replicas"], 1) * m["request_s"]
+        layout = f"{_layout(m)} sequences at most per replica, {held:,.3g} held on average"
+    else:
+        layout = f"{_layout(m)} sequences in flight per replica"
     cap = f", capped at {m['power_cap_W']:,.0f} W" if m.get("power_cap_W") else ""
     rows = [
         (
@@ -81,7 +88,7 @@ def infer_tables(result: Inference) -> list[Table]:
             f"tokens (mean), {m['weight_format']} weights, {m['runtime']}",
         ),
         ("scenario", load),
-        ("layout", f"{_layout(m)} sequences in flight per replica"),
+        ("layout", layout),
         (
             "time to first token",
             f"{_ms(m['ttft_s'])} mean, p50 {_ms(m['ttft_p50_s'])}, p99 {_ms(m['ttft_p99_s'])}",

@@ -272,20 +272,6 @@ def serving_power_W(profile: EnergyProfile, flop_util: Any, hbm_util: Any, busy_
     return profile.board_W(flop_util, hbm_util, busy_share)
 
 
-def occupied_share(requests_in_system: Any) -> Any:
-    """Share of the time a serving replica holds at least one request: 1 − e^(−a) for a mean
-    of a requests in the system (Poisson arrivals: the count in an M/G/∞ system is Poisson
-    with mean rate × request time whatever the request-time distribution, Palm's theorem).
-    Where the slots bind the count is thinner-tailed and the share nearer 1; at the loads where
-    that happens it is within 1% of 1 already (a ≥ 4.6).
-
-    >>> round(float(occupied_share(0.09)), 4)
-    0.0861
-    """
-    a = np.maximum(np.asarray(requests_in_system, dtype=np.float64), 0.0)
-    return -np.expm1(-a)
-
-
 def nameplate_energy_kWh(gpu_hours: Any, tdp_W: Any, pue: Any = 1.0) -> Any:
     """Energy as model cards and BLOOM's footprint account it: GPU-hours × the GPU's TDP
     ("peak power capacity per GPU device", Llama 2/3 model cards; 400 W per A100 in

@@ -73,11 +73,12 @@ PREFILL_CHUNK_TOKENS = 8192.0
 DECODE_STREAM_SHARE = 1.0
 #: Share of the kernel model's speed a serving iteration reaches: the engine's scheduler,
 #: sampling and bookkeeping between kernels (the serving twin of training's
-#: IN_STEP_EFFICIENCY). The one constant fitted to published serving runs: 0.97 minimises the
+#: IN_STEP_EFFICIENCY). The one constant fitted to published serving runs: 0.96 minimises the
 #: median |log error| over the fit third of planning/data/serving_validation.toml
 #: (sha256(id) % 3 == 0, 41 rows), the rest held out (`python benchmarks/fit_serving.py`,
-#: refitted 2026-12-07: 0.91 had gone stale through the TTFT and ITL changes since).
-ITERATION_EFFICIENCY = 0.97
+#: refitted 2026-12-07: 0.91 had gone stale through the TTFT and ITL changes since; 0.97,
+#: then 0.96 after the server queue).
+ITERATION_EFFICIENCY = 0.96
 #: Fixed time between a request's arrival and its first iteration beyond any queue (the
 #: engine's admission, context-phase setup, first sampling). 0, not fitted: a joint fit with
 #: ITERATION_EFFICIENCY on the fit third (0.90 and 4 ms) lowered the fit error (6.7% -> 5.7%)
@@ -279,6 +280,8 @@ class ServingMetrics:
     """Achieved / dense peak FLOP/s while busy."""
     hbm_util: FloatArray
     """Achieved / peak HBM bandwidth while busy."""
+    occupied_share: FloatArray
+    """Share of the time the replica holds a request (1 offline; `server_queue` under a rate)."""
 
     def row(self, i: int) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -738,10 +741,15 @@ def _batching(
     # prompt of Llama 3 70B at 28 ms of TTFT against 357 ms of its own prefill (fuzz round 18).
     # The others admitted with it: an iteration seen from a prompt it carries holds the mean
     # b/o others besides it (Poisson arrivals, the size-biased count)
-    admit = stage(d.b, share + 1.0 / chunks)
+    # ... but never more than the b - 1 other sequences there are: b/o of them at o = 1 counted
+    # 3 prompts per iteration at b = 2, and throughput halved from b = 1 (fuzz round 19, B1)
+    others = np.minimum(share, np.maximum(d.b - 1.0, 0.0))
+    admit = stage(d.b, others + 1.0 / chunks)
     own_prefill = chunks * d.pp * admit.total_s
-    first = np.where(d.b > 1, 0.5 * cycle + own_prefill, d.pp * alone.total_s) + hops.per_prompt_s
-    first = first + opt.calibration.request_overhead_s
+    wait = np.where(d.b > 1, 0.5 * cycle, 0.0)
+    held = np.where(d.b > 1, own_prefill, d.pp * alone.total_s) + hops.per_prompt_s
+    held = held + opt.calibration.request_overhead_s
+    first = wait + held
     # per prompt token at the operating point, over a whole chunk: from the b/o share of a
     # prompt alone (0.003 of one at b = 1) the fixed per-pass costs made it ~100x too large,
     # and TTFT p99 fell as the rate rose (fuzz round 18, C2)
@@ -757,7 +765,10 @@ def _batching(
         # Little's law over a sequence's life: pricing throughput from the iteration's b/o
         # share of a prompt instead gave 18% more tokens than b sequences' request times hold
         # at b = 1 with 8,000-token prompts (a share of a prompt prefills cheaper than one)
-        tokens_per_s=d.micro * d.b * d.output / (first + (d.output - 1.0) * itl),
+        # over the time a sequence holds its slot: a closed loop refills a slot at the
+        # iteration that frees it, so the half-iteration wait of a Poisson arrival is not in
+        # it (at o = 1 it made b = 2 slower than b = 1, fuzz round 19, B1)
+        tokens_per_s=d.micro * d.b * d.output / (held + (d.output - 1.0) * itl),
         busy_share=np.clip(cycle / (cycle + hops.per_token_s), 0.0, 1.0),
         flop_util=it.flops / it.total_s / cl.peak_flops,
         hbm_util=np.clip(it.bytes / it.total_s / peak_bw, 0.0, 1.0),
@@ -812,10 +823,13 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
     cycle = d.pp * bt.iteration.total_s
     request = bt.ttft_s + (d.output - 1.0) * bt.itl_s
     own = bt.ttft_s - np.where(d.b > 1, 0.5 * cycle, 0.0)
-    admitted = d.b / d.output
+    # the prompts of the b - 1 others land between a sequence's tokens (its own is before its
+    # first), over its o - 1 gaps; one sequence alone, or one token, has no spread (fuzz round
+    # 19, B2: at b = 1 the p99 was 18x the ITL, longer than the whole request)
+    admitted = np.maximum(d.b - 1.0, 0.0) / d.output
     second_moment = (1.0 + mix.prompt_cv**2) * d.prompt**2
     spread = np.sqrt(admitted * second_moment) * bt.prefill_token_s
-    itl_p99 = bt.itl_s + 2.33 * spread / np.sqrt(max(d.output, 1.0))
+    itl_p99 = bt.itl_s + 2.33 * spread / np.sqrt(max(d.output - 1.0, 1.0))
 
     def phase(p: float) -> Any:  # the running iteration's phase at quantile p
         return np.where(d.b > 1, p * cycle, 0.0)
@@ -846,6 +860,110 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
         own_p = own_at(p)
         out.append(np.where(ok, phase(p) + own_p + np.maximum(tail, 0.0), np.inf))
     return QueueTerms(util, wait, np.where(ok, bt.ttft_s + wait, np.inf), tuple(out), itl_p99)
+
+
+# --- a replica under Poisson arrivals ---------------------------------------------------------
+
+
+def _weighted_quantile(values: np.ndarray, weights: np.ndarray, p: float) -> float:
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    i = int(np.searchsorted(cum, p * cum[-1], side="left"))
+    return float(values[order][min(i, len(order) - 1)])
+
+
+def server_queue(
+    grid: ServingMetrics, rate_per_s: float, caps: Any, output: float, probs: tuple[float, ...]
+) -> dict[str, np.ndarray]:
+    """TTFT, ITL, queue and utilisation of one replica layout under Poisson arrivals at
+    `rate_per_s`, for each slot cap in `caps` (the most sequences it batches: max_num_seqs,
+    max_batch_size).
+
+    The replica is a birth-death chain on the sequences it holds, n: arrivals at λ, departures
+    at X(min(n, cap)), its throughput with that many in flight (requests/s: the layout's own
+    tokens/s over the output at each concurrency of `grid`, interpolated between them). So a
+    replica whose iteration slows as it batches more (prefill-bound work) queues like one
+    server, and one whose throughput grows with the batch (decode) absorbs bursts in its
+    slots, as engines do. An arrival that sees n < cap starts at once in an iteration of
+    n + 1; one that sees n ≥ cap waits for n − cap + 1 departures at X(cap). Percentiles mix
+    the states an arrival sees (PASTA) with the prompt-length spread at the typical state.
+    Also returned: `busy`, the share of time it holds a request, and `typical`, the sequences
+    in flight while it does (what its iterations, power and utilisations are priced at).
+    Before it the queue was an M/M/c over the KV cache's hundreds of slots each served at the
+    layout's priced speed: a replica 99% busy showed its unloaded TTFT and utilisation 0.6%
+    (fuzz round 19, B3)."""
+    order = np.argsort(np.asarray(grid.concurrency, dtype=np.float64))
+    conc = np.asarray(grid.concurrency, dtype=np.float64)[order]
+    conc, first = np.unique(conc, return_index=True)
+
+    def at(field: Any) -> np.ndarray:
+        return np.asarray(field, dtype=np.float64)[order][first]
+
+    ttft, itl = at(grid.ttft_s), at(grid.itl_s)
+    served = at(grid.tokens_per_s_replica) / max(output, 1e-30)  # requests/s at n
+    ttft_q = [at(q) for q in (grid.ttft_p50_s, grid.ttft_p90_s, grid.ttft_p99_s)]
+    itl_p99 = at(grid.itl_p99_s)
+    lam = float(rate_per_s)
+    cap_arr = np.atleast_1d(np.asarray(caps, dtype=np.float64))
+    keys = ("ttft_s", "itl_s", "itl_p99_s", "queue_s", "request_s", "utilisation", "busy")
+    out: dict[str, list[float]] = {k: [] for k in (*keys, "typical")}
+    out.update({f"ttft_q{i}": [] for i in range(len(probs))})
+    for cap in cap_arr:
+        b = max(round(float(cap)), 1)
+        n = np.arange(1, b + 1, dtype=np.float64)
+
+        def f(v: np.ndarray, _n: np.ndarray = n) -> np.ndarray:
+            return np.asarray(np.interp(_n, conc, v), dtype=np.float64)
+
+        x = np.maximum(f(served), 1e-30)  # requests/s with n in flight
+        r = lam / x[-1]
+        if not (r < 1.0 and lam > 0):
+            for k in out:
+                out[k].append(np.inf if k not in ("utilisation", "busy", "typical") else 1.0)
+            out["utilisation"][-1] = max(r, 0.0)
+            out["typical"][-1] = float(b)
+            continue
+        # q_n, n = 0..b, unnormalised, in logs (products of hundreds of ratios)
+        logq = np.concatenate(([0.0], np.cumsum(np.log(lam / x))))
+        q = np.exp(logq - logq.max())
+        tail = q[-1] / (1.0 - r)  # states n >= b: q_b r^(n-b)
+        z = q[:-1].sum() + tail
+        p_start = q[:-1] / z  # arrival sees n < b: starts at once among n + 1
+        p_tail = tail / z
+        t_start = f(ttft)  # TTFT with n + 1 in flight, n = 0..b-1
+        wait_tail = 1.0 / x[-1] / (1.0 - r)  # mean departures waited for, over the tail
+        ttft_mean = float(p_start @ t_start + p_tail * (f(ttft)[-1] + wait_tail))
+        queue = float(p_tail * wait_tail)
+        # sequences in service: n of them in state n < b, b in every state >= b
+        w_seq = np.concatenate((n[:-1] * q[1:-1], [b * q[-1] / (1.0 - r)]))
+        itl_n = f(itl)
+        itl_mean = float(w_seq @ itl_n / w_seq.sum())
+        typical = float(w_seq @ n / w_seq.sum())
+        spread_itl = float(np.interp(typical, conc, itl_p99 - itl))
+        itl_q = _weighted_quantile(itl_n, w_seq, 0.99) + max(spread_itl, 0.0)
+        # TTFT by the state an arrival sees; the queue's tail as a geometric count of waits
+        ahead = np.arange(0, 64, dtype=np.float64)
+        vals = np.concatenate((t_start, f(ttft)[-1] + (ahead + 1.0) / x[-1]))
+        wts = np.concatenate((p_start, p_tail * (1.0 - r) * r**ahead))
+        for i, pr in enumerate(probs):
+            spread = float(np.interp(typical, conc, ttft_q[i] - ttft))
+            value = _weighted_quantile(vals, wts, pr)
+            if value >= vals[-1]:
+                # beyond the tabulated waits: the geometric tail's own quantile
+                kk = np.ceil(np.log(max(1.0 - pr, 1e-300) / max(p_tail, 1e-300)) / np.log(r))
+                value = float(f(ttft)[-1] + (max(kk, 0.0) + 1.0) / x[-1])
+            out[f"ttft_q{i}"].append(max(value + spread, 0.0))
+        out["ttft_s"].append(ttft_mean)
+        out["itl_s"].append(itl_mean)
+        out["itl_p99_s"].append(max(itl_q, itl_mean))
+        out["queue_s"].append(queue)
+        out["request_s"].append(ttft_mean + (output - 1.0) * itl_mean)
+        out["utilisation"].append(r)
+        out["busy"].append(1.0 - float(q[0] / z))
+        # sequences in flight while it holds any: what its iterations run at
+        in_slots = float(n[:-1] @ q[1:-1] + b * q[-1] / (1.0 - r)) / max(z - q[0], 1e-300)
+        out["typical"].append(min(max(in_slots, 1.0), float(b)))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
 # --- composition ------------------------------------------------------------------------------
@@ -905,6 +1023,7 @@ def _metrics(d: ServeDims, mem: ServeMemory, bt: BatchTerms, qt: QueueTerms) -> 
         "busy_share": bt.busy_share,
         "flop_util": bt.flop_util,
         "hbm_util": bt.hbm_util,
+        "occupied_share": 1.0,
     }
     shape = np.shape(bt.itl_s)
     return ServingMetrics(**{k: np.broadcast_to(np.asarray(v), shape) for k, v in values.items()})

@@ -41,6 +41,7 @@ from bandwall.model.serving import (
     ServingMetrics,
     evaluate_serving,
     resident_weight_bytes,
+    server_queue,
 )
 from bandwall.planning.request import DEFAULT_MAX_CONCURRENCY, InferRequest
 from bandwall.planning.resolve import (
@@ -197,21 +198,16 @@ def request_energy_profile(req: InferRequest, cl: Cluster) -> energy.EnergyProfi
 
 
 def serving_energy(
-    profile: energy.EnergyProfile,
-    m: ServingMetrics,
-    price_per_gpu_hour_usd: Any,
-    rate_per_replica: Any = None,
+    profile: energy.EnergyProfile, m: ServingMetrics, price_per_gpu_hour_usd: Any
 ) -> dict[str, Any]:
     """Per-GPU board and facility power, J/token, tokens/kWh, cost and CO2 per million
     tokens. The board draws its busy power while computing and its wait power while a token
-    is on the network (`energy.serving_power_W`, under the power cap); in the server scenario
-    only while the replica holds a request (`energy.occupied_share`), idle otherwise."""
-    gpu_W = energy.serving_power_W(profile, m.flop_util, m.hbm_util, m.busy_share)
-    if rate_per_replica is not None:
-        # at 0.1 request/s a 0.9 s request leaves the board idle 91% of the time; it was
-        # priced at its busy power throughout, and J/token grew as 1/rate (fuzz round 18, C5)
-        held = energy.occupied_share(np.asarray(rate_per_replica) * m.request_s)
-        gpu_W = held * gpu_W + (1.0 - held) * profile.idle_W
+    is on the network (`energy.serving_power_W`, under the power cap), for the share of time
+    the replica holds a request (`occupied_share`: 1 offline, the queue's under a rate), and
+    its idle power otherwise: at 0.1 request/s a 0.8 s request leaves it idle ~92% of the
+    time, and pricing busy power throughout made J/token grow as 1/rate (fuzz round 18, C5)."""
+    busy_W = energy.serving_power_W(profile, m.flop_util, m.hbm_util, m.busy_share)
+    gpu_W = m.occupied_share * busy_W + (1.0 - m.occupied_share) * profile.idle_W
     facility = energy.facility_power_W(profile.it_W(gpu_W), profile.pue)
     jpt = energy.joules_per_token(facility * m.gpus_per_replica, m.tokens_per_s_replica)
     kwh_per_m = jpt * 1e6 / energy.J_PER_KWH
@@ -422,7 +418,7 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
     else:
         m = evaluate_serving(w, cl, tp, pp, batch, serve_options(req, None, calibration))
     profile = request_energy_profile(req, cl)
-    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd, rate)
+    e = serving_energy(profile, m, cl.price_per_gpu_hour_usd)
     return Priced(w, cl, layouts, owner, m, e, profile, replicas, rate)
 
 
@@ -441,10 +437,44 @@ def _server_metrics(
     out: list[ServingMetrics] = []
     keys = sorted({(float(a), float(b)) for a, b in zip(tp, pp, strict=True)})
     order = []
+    opt = serve_options(req, None, calibration)
+    mix = request_mix(req)
     for t, p in keys:
         sel = np.flatnonzero((tp == t) & (pp == p))
-        opt = serve_options(req, float(rate[sel[0]]), calibration)
-        out.append(evaluate_serving(w, cl, t, p, batch[sel], opt))
+        caps = batch[sel]
+        # the replica at every concurrency up to its largest cap, unloaded: what the queue's
+        # states run at (serving.server_queue)
+        grid = np.array(sorted(set(_batch_grid(float(np.max(caps)))) | set(caps.tolist())))
+        unloaded = evaluate_serving(w, cl, t, p, grid, opt)
+        at_cap = evaluate_serving(w, cl, t, p, caps, opt)
+        q = server_queue(unloaded, float(rate[sel[0]]), caps, mix.output_tokens, mix.probs)
+        # iterations, power and utilisations at the sequences it typically holds; memory and
+        # its fit at the cap, which the engine reserves
+        rows = evaluate_serving(w, cl, t, p, np.round(q["typical"]), opt)
+        out.append(
+            dataclasses.replace(
+                rows,
+                concurrency=caps,
+                batch=at_cap.batch,
+                max_concurrency=at_cap.max_concurrency,
+                fits=at_cap.fits,
+                kv_bytes_per_sequence=at_cap.kv_bytes_per_sequence,
+                memory_bytes=at_cap.memory_bytes,
+                memory_capacity_bytes=at_cap.memory_capacity_bytes,
+                tokens_per_s_replica=at_cap.tokens_per_s_replica,
+                tokens_per_s_per_gpu=at_cap.tokens_per_s_per_gpu,
+                occupied_share=q["busy"],
+                ttft_s=q["ttft_s"],
+                ttft_p50_s=q["ttft_q0"],
+                ttft_p90_s=q["ttft_q1"],
+                ttft_p99_s=q["ttft_q2"],
+                itl_s=q["itl_s"],
+                itl_p99_s=q["itl_p99_s"],
+                queue_s=q["queue_s"],
+                request_s=q["request_s"],
+                utilisation=q["utilisation"],
+            )
+        )
         order.append(sel)
     idx = np.concatenate(order)
     inv = np.empty_like(idx)
@@ -460,9 +490,8 @@ def _feasible(req: InferRequest, p: Priced) -> np.ndarray:
     m = p.metrics
     ok = m.fits & (m.concurrency <= max(max_slots(req), req.concurrency or 0))
     if p.rate_per_replica is not None:
-        # the operating point: the concurrency the rate needs (Little's law), no more
-        need = p.rate_per_replica * m.request_s
-        ok = ok & (m.concurrency >= need) & (m.utilisation < 1.0)
+        # a stable queue: the chain of serving.server_queue holds what the slots cannot
+        ok = ok & (m.utilisation < 1.0)
     return np.asarray(ok)
 
 
@@ -478,7 +507,12 @@ def infer(req: InferRequest, calibration: ServingCalibration | None = None) -> I
         raise _nothing_fits(req, p)
     if p.rate_per_replica is not None:
         # server: every layout carries the same rate at the same cost per token; take the
-        # one with the shortest requests, at the smallest concurrency that carries the rate
+        # one with the shortest requests, each at the most sequences it can batch (an engine
+        # admits what waits up to its cap; a smaller cap only queues more)
+        owner = np.asarray(p.owner)
+        most = np.zeros(len(p.layouts))
+        np.maximum.at(most, owner, np.where(ok, m.concurrency, 0.0))
+        ok = ok & (m.concurrency == most[owner])
         key = np.where(ok, m.request_s, np.inf)
     else:
         key = np.where(ok, -m.tokens_per_s_per_gpu * (1 + 1e-9 * m.itl_s), np.inf)

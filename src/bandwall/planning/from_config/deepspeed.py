@@ -127,6 +127,21 @@ def _batch(values: Values, mapped: Mapped, ctx: Context) -> None:
     ]
     if micro is None and total is not None and accum is not None and dp:
         micro = total // (accum * dp)
+        if micro < 1:
+            # DeepSpeed derives the micro-batch the same way and asserts it is positive; a
+            # micro-batch of 0 divided by zero below (fuzz round 19, A1: zf_config.json at 16
+            # GPUs crashed plan, sweep, compare and /api/from-config)
+            mapped.problems.append(
+                Problem(
+                    "global_batch",
+                    f"train_batch_size {total:,} is less than accumulation {accum:,} × "
+                    f"{dp:,} data-parallel ranks: no sample per micro-batch (DeepSpeed "
+                    "asserts train_micro_batch_size_per_gpu > 0)",
+                    values.src("train_batch_size"),
+                )
+            )
+            micro = None
+            total = None
     if micro is not None:
         mapped.assigns.append(values.assign("micro_batch", micro, *keys))
     if total is not None:
