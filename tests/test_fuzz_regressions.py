@@ -1126,3 +1126,205 @@ def test_a_deepspeed_batch_smaller_than_its_ranks_is_one_line(
         out = check([cmd, "--from", str(cfg), "--gpus", "16", "--model", "llama3-8b"], capsys)
         assert out.code == 2 and out.err.count("\n") == 1, out
         assert "train_batch_size 8 is less than accumulation 1 × 16 data-parallel ranks" in out.err
+
+
+_MEGATRON_JOB = (
+    "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --num-layers 32 --hidden-size 4096 "
+    "--num-attention-heads 32 --num-query-groups 8 --group-query-attention --ffn-hidden-size "
+    "14336 --swiglu --seq-length 4096 --max-position-embeddings 4096 --micro-batch-size 1 "
+    "--global-batch-size 512 --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+    "--bf16 --use-distributed-optimizer --recompute-activations --vocab-size 128256 "
+    "--train-iters 10000\n"
+)
+
+
+def _megatron_log(times_ms: list[float], preamble: str = "", gb: int = 512) -> str:
+    """Megatron-LM's iteration lines (training.py training_log), one per time."""
+    out = [preamble]
+    for i, t in enumerate(times_ms):
+        it = 10 + 10 * i
+        out.append(
+            f" [2024-05-01 10:{i:02d}:00] iteration {it:8d}/   10000 | consumed samples: "
+            f"{it * gb:12d} | elapsed time per iteration (ms): {t} | learning rate: 1.0E-04 | "
+            f"global batch size: {gb:5d} | lm loss: 2.5E+00 | loss scale: 1.0 | grad norm: 0.9 "
+            "| number of skipped iterations:   0 | number of nan iterations:   0 |\n"
+        )
+    return "".join(out)
+
+
+def test_calibrate_from_a_log_slower_than_the_model_can_be_is_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A log of 1e12 ms per iteration was fitted at the 1% floor, called a match beside a
+    100% held-out error, and saved (fuzz round 19, B4); the too-fast side was refused."""
+    Path("job.sh").write_text(_MEGATRON_JOB)
+    Path("huge.log").write_text(_megatron_log([1e12] * 6))
+    words = "calibrate --from-log huge.log --from job.sh --gpus 16 --name huge"
+    out = check(_words(words), capsys)
+    assert out.code == 2 and "slower than the model at 1% GEMM efficiency" in out.err, out
+    assert "nothing was saved" in out.err
+    Path("ok.log").write_text(_megatron_log([20000, 20400, 19600, 20200, 19800, 20000]))
+    out = check(_words("calibrate --from-log ok.log --from job.sh --gpus 16 --name ok"), capsys)
+    assert out.code == 0, out.err
+
+
+def test_doctor_reads_a_training_log_past_a_long_preamble(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Megatron prints its argument dump and data-loader lines before iteration 1; past 64
+    KiB of them the log was 'nothing understood' while calibrate read it (fuzz round 19, C1)."""
+    pre = "".join(
+        f"  > building train, validation, and test datasets ... shard {i:05d}\n"
+        for i in range(1200)
+    )
+    Path("pre.log").write_text(_megatron_log([20000, 20400, 19600, 20200, 19800, 20000], pre))
+    assert Path("pre.log").stat().st_size > 1 << 16
+    out = check(_words("doctor pre.log --json"), capsys)
+    assert out.code in (0, 1), out.err
+    report = json.loads(out.out)
+    assert report["inputs"][0]["kinds"] == ["training-log"], report["inputs"]
+    assert "6 step(s)" in report["inputs"][0]["notes"][0], report["inputs"]
+
+
+def test_a_size_repeated_in_one_nccl_tests_block_is_kept_as_its_spread(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """nccl-tests `-N` cycles print each size once per cycle; the store kept the last cycle
+    only while the import counted every row (fuzz round 19, C3). The cycles now make one
+    row: their median time, their spread as p10/p90, and the count printed is the count kept."""
+    rows = "".join(
+        nccl_tests_row(size, t, size / t / 1e3, size / t / 1e3)
+        for size, t in (
+            (1 << 30, 22660.0),
+            (1 << 31, 45000.0),
+            (1 << 30, 99999.0),
+            (1 << 30, 23000.0),
+        )
+    )
+    Path("dup.log").write_text(nccl_tests_log(rows))
+    out = check(_words("import nccl-tests dup.log --op all_reduce --db d.db"), capsys)
+    assert out.code == 0 and "4 rows" in out.out, out.out
+    exported = check(_words("results export 1 --db d.db"), capsys)
+    data = json.loads(exported.out)
+    got = {(r["size_bytes"], r["inplace"]): r for r in data["rows"]}
+    assert len(data["rows"]) == 4
+    one = got[(1 << 30, 0)]
+    assert one["time_median_s"] == pytest.approx(23000e-6)
+    assert one["time_min_s"] == pytest.approx(22660e-6) and one["time_p90_s"] > 23000e-6
+
+
+def test_calibrate_from_a_log_of_another_global_batch_is_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """The log's own 'global batch size: 7' against a config of 512 was fitted and saved,
+    a job of 73x the work per step (fuzz round 19, C4); doctor only noted it."""
+    Path("job.sh").write_text(_MEGATRON_JOB)
+    Path("gb7.log").write_text(_megatron_log([20000.0] * 6, gb=7))
+    out = check(_words("calibrate --from-log gb7.log --from job.sh --gpus 16 --name g"), capsys)
+    assert out.code == 2 and "the log's global batch 7 differs from the config's 512" in out.err
+
+
+def test_calibrate_from_a_trace_never_suggests_an_efficiency_plan_refuses(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A trace far slower than a tiny request was fitted at 0.001 and the user told to pass
+    `--gemm-efficiency 0.001`, which plan refuses below 0.01 (fuzz round 19, C5)."""
+    events = []
+    for s in range(5):
+        t0 = s * 100_000
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{s}", "cat": "user_annotation", "ts": t0,
+             "dur": 90_000, "pid": 0, "tid": 1},
+            {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": t0 + 200,
+             "dur": 50_000, "pid": 1, "tid": 7, "args": {"stream": 7, "device": 0}},
+        ]  # fmt: skip
+    trace = {"traceEvents": events, "distributedInfo": {"rank": 0, "world_size": 8}}
+    Path("t.json").write_text(json.dumps(trace))
+    words = (
+        "calibrate --from-trace t.json --gpus 8 --model custom --layers 2 --hidden 256 --heads 4 "
+        "--vocab 1000 --seq-len 128 --global-batch 8 --micro-batch 1 --tp 1 --pp 1 --zero 0"
+    )
+    out = check(_words(words), capsys)
+    assert out.code == 2 and "lowest GEMM efficiency a plan takes, 0.01" in out.err, out
+
+
+def test_hf_configs_price_what_they_describe(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Fuzz round 19: a multimodal config keeps its language model under text_config (Gemma 3:
+    refused as "no setting the model uses", D1); an unknown model_type without hidden_act was
+    priced with a two-matrix MLP (Llama 3 8B's shape as 6.15B, B5); T5's decoder stack was
+    "not part of the model's shape" (B6)."""
+    llama = dict(
+        hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+        intermediate_size=14336, vocab_size=128256,
+    )  # fmt: skip
+    gemma = dict(
+        model_type="gemma3",
+        text_config=dict(model_type="gemma3_text", **llama),
+        vision_config=dict(hidden_size=1152, num_hidden_layers=27),
+    )
+    Path("gemma3.json").write_text(json.dumps(gemma))
+    out = check(_words("plan --from gemma3.json --seq-len 4096 --gpus 16 --json"), capsys)
+    assert out.code == 0, out.err
+    assert "--layers 32 <- gemma3.json:1 text_config.num_hidden_layers" in out.err
+    Path("m.json").write_text(json.dumps(dict(model_type="mamba2", **llama)))
+    out = check(_words("plan --from m.json --seq-len 4096 --gpus 16"), capsys)
+    assert out.code == 2 and "model_type mamba2 is not a family bandwall knows" in out.err
+    out = check(_words("plan --from m.json --seq-len 4096 --gpus 16 --gated-mlp --json"), capsys)
+    assert out.code == 0, out.err
+    t5 = dict(
+        model_type="t5", d_model=512, num_layers=6, num_heads=8, d_ff=2048, vocab_size=32128,
+        num_decoder_layers=6,
+    )  # fmt: skip
+    Path("t5.json").write_text(json.dumps(t5))
+    out = check(_words("plan --from t5.json --seq-len 512 --gpus 16 --json"), capsys)
+    assert out.code == 0 and json.loads(out.out)["request"]["layers"] == 12, out.err
+    assert "cross-attention is not priced" in out.err
+
+
+def test_one_corrupt_run_leaves_the_others_listed(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A run whose host cell is not JSON failed `results list`, the report and every
+    /api/results call, the healthy runs' too (fuzz round 19, C8): it is left out with a note,
+    and asked for by id it is still refused by name."""
+    import sqlite3
+
+    log = nccl_tests_log(nccl_tests_row(1 << 20, 50.0, 20.97, 20.97))
+    Path("a.log").write_text(log)
+    for _ in range(2):
+        out = check(_words("import nccl-tests a.log --op all_reduce --db r.db"), capsys)
+        assert out.code == 0, out.err
+    with sqlite3.connect("r.db") as db:
+        db.execute("UPDATE runs SET host = 'not json{' WHERE id = 2")
+    listed = check(_words("results list --db r.db"), capsys)
+    assert listed.code == 0 and "note: left out: 'r.db': run 2: host is" in listed.err, listed
+    assert re.search(r"│ 1 +│", listed.out), listed.out
+    shown = check(_words("results show 2 --db r.db"), capsys)
+    assert shown.code == 2 and "run 2: host is" in shown.err
+
+
+def test_config_odds_and_ends_of_fuzz_round_19(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """C7: a config.json with UTF-8's BOM was invalid JSON while its UTF-16 twin was read;
+    D4: torchtitan's deepseek_v3 flavour 671B is the built-in deepseek-v3; D5: an error about
+    --from named a field 'from'."""
+    llama = (
+        '{"model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, '
+        '"num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, '
+        '"vocab_size": 128256}'
+    )
+    Path("bom.json").write_bytes(b"\xef\xbb\xbf" + llama.encode())
+    out = check(_words("plan --from bom.json --seq-len 4096 --gpus 16 --json"), capsys)
+    assert out.code == 0, out.err
+    Path("tt.toml").write_text('[model]\nname = "deepseek_v3"\nflavor = "671B"\n')
+    out = check(
+        _words("plan --from tt.toml --gpus 256 --cp 2 --ep 32 --micro-batch 1 --json"), capsys
+    )
+    assert out.code == 0 and json.loads(out.out)["model"] == "deepseek-v3", out.err
+    assert "--model deepseek-v3 <- tt.toml" in out.err, out.err
+    Path("x.log").write_text("nothing\n")
+    out = check(_words("calibrate --from-log x.log --name q"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --from: give the logged job's config")

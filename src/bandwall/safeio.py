@@ -128,7 +128,8 @@ def iter_chunks(
 ) -> Iterator[bytes]:
     """The file's content in chunks, gunzipped when it starts with the gzip magic, and never
     more than `max_bytes` of it (a ConfigError says the file is too large). Text saved as
-    UTF-16 with its BOM (what PowerShell's `>` writes) comes out as UTF-8."""
+    UTF-16 with its BOM (what PowerShell's `>` writes) comes out as UTF-8, and UTF-8's own
+    BOM is dropped."""
     return _as_utf8(_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress))
 
 
@@ -136,6 +137,9 @@ def _as_utf8(chunks: Iterator[bytes]) -> Iterator[bytes]:
     first = next(chunks, b"")
     encoding = "utf-16" if first[:2] in (b"\xff\xfe", b"\xfe\xff") else _bomless_utf16(first)
     if encoding is None:
+        # UTF-8's BOM (Notepad, PowerShell 5's Out-File) is not content: a config.json with it
+        # was refused as invalid JSON while its UTF-16 twin was read (fuzz round 19, C7)
+        first = first.removeprefix(b"\xef\xbb\xbf")
         if first:
             yield first
         yield from chunks

@@ -90,12 +90,18 @@ def test_alpha_and_all_reduce_against_the_model(bench: validate.Bench) -> None:
     assert floor["cc"] == "reno"
     rate = 0.2
     cases = {10.0: 4 << 20, 50.0: 16 << 20}
+    quiet_floor_s = floor["one_way_low_s"]
     for rtt_ms, big in cases.items():
+        # the lab's own cost measured again just before each case, and the quieter of the
+        # two kept: CI once saw a floor run's lower quartile at ~1 ms (load on the 2 cores)
+        # where the 10 ms run just after it sat 0.12 ms above its delay, a 17.7% miss
+        again = bench.ring(0.0, [4096], iters=1, pings=40)
+        quiet_floor_s = min(quiet_floor_s, again["one_way_low_s"])
         got = bench.ring(rtt_ms / 2e3, [4096, big], iters=2, pings=20)
         link = validate.LabLink(rate, rtt_ms / 2e3, floor["one_way_s"])
         # α on both sides from the quieter quarter of the ping-pongs: other work on the 2
         # cores adds its own tail to a run, and the floor run is not this run
-        quiet = validate.LabLink(rate, rtt_ms / 2e3, floor["one_way_low_s"])
+        quiet = validate.LabLink(rate, rtt_ms / 2e3, quiet_floor_s)
         alpha = validate.error(validate.predict_one_way_s(quiet), got["one_way_low_s"])
         assert abs(alpha) <= 0.15, (rtt_ms, got["one_way_low_s"], alpha)
         bulk = validate.predict_all_reduce_s(link, big, 4)

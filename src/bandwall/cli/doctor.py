@@ -138,9 +138,19 @@ def run(
         request=req,
     )
     if not diag.findings and not diag.job.understood:
+        # what each file was, where doctor can tell (an archive to unpack, JSON of another kind)
+        why = [
+            f"{item.path} is {note.removeprefix('not understood: ')}"
+            for item in diag.job.inputs
+            for note in item.notes
+            if note.startswith("not understood: ")
+            and ("archive" in note or "decompress" in note or "JSON" in note)
+        ]
         raise ConfigError(
-            f"nothing in {', '.join(paths)} was understood: give NCCL debug logs "
-            "(NCCL_DEBUG=INFO), PyTorch errors, nccl-tests output or torch.profiler traces",
+            f"nothing in {', '.join(paths)} was understood: "
+            + ("; ".join(why) + "; " if why else "")
+            + "give NCCL debug logs (NCCL_DEBUG=INFO), PyTorch errors, nccl-tests output, "
+            "training logs or torch.profiler traces",
             field="paths",
         )
     if html_out:

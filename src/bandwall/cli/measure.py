@@ -293,6 +293,9 @@ def results_list(db: Db = None, as_json: JsonOption = False, as_csv: CsvOption =
 
     with Store.reader(db) as store:
         runs = [r.summary() | {"rows": store.count_rows(r.id)} for r in store.runs()]
+        unreadable = list(store.unreadable)
+    for reason in unreadable:
+        err_console.print(f"note: left out: {reason}", markup=False, soft_wrap=True)
     if emit(runs, as_json, as_csv):
         return
     t = Table(title="bench runs")

@@ -230,9 +230,15 @@ def error_line(exc: BandwallError, args: list[str]) -> str:
             flag = str(extra["flag"])
     short = {"output": "-o"}.get(exc.field)  # the one short option: -o/--output
     typed = any(a == f"--{flag}" or a.startswith(f"--{flag}=") or a == short for a in args)
-    if exc.field in PlanRequest.model_fields or typed:
+    if exc.field in PlanRequest.model_fields or exc.field in _OPTION_FIELDS or typed:
         return f"--{flag}: {exc.reason}"
     return str(exc)
+
+
+#: Errors about options a command takes beside the request's fields, named as flags even when
+#: the user did not type them ('error: from: give the logged job's config with --from' read as
+#: a field of nothing, fuzz round 19, D5).
+_OPTION_FIELDS = frozenset({"from", "from_log", "from_trace"})
 
 
 def _err(line: str) -> None:

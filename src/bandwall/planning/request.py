@@ -131,6 +131,11 @@ ROUTING_ALIASES = {"static": "ecmp"}
 CHOICE_FIELDS = ("model", "preset", "gpu", "provider", "scale_up", "fabric", "wan")
 
 
+#: The lowest `--gemm-efficiency` a request takes, and so the floor of every fit of it
+#: (`calibrate --from-log`, `--from-trace`).
+MIN_GEMM_EFFICIENCY = 0.01
+
+
 class PlanRequest(DocumentedModel):
     """A training job on an infrastructure, and how to run it."""
 
@@ -446,7 +451,7 @@ class PlanRequest(DocumentedModel):
     )
     """Stragglers: none, backup (spare workers, Chen et al. 2016) or async (local SGD)."""
     gemm_efficiency: float | None = Field(
-        default=None, ge=0.01, le=1, json_schema_extra=_meta("strategy")
+        default=None, ge=MIN_GEMM_EFFICIENCY, le=1, json_schema_extra=_meta("strategy")
     )
     """Share of dense peak large GEMMs reach (default: the GPU's, `bandwall catalog perf`)."""
 

@@ -362,7 +362,7 @@ def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
         # nvidia-smi -pl refuses a limit above the board's maximum; the energy model would
         # clamp it silently and print the cap as given
         raise ConfigError(
-            f"{cap_W:g} W is above a {gpu.name}'s {gpu.tdp_W:g} W limit (its TDP); give at "
+            f"{cap_W:g} W is above the {gpu.name}'s {gpu.tdp_W:g} W limit (its TDP); give at "
             f"most {gpu.tdp_W:g} W, or leave --power-cap-w out",
             field="power_cap_W",
         )

@@ -50,6 +50,7 @@ def _step_times(steps: list[Step], m: dict[str, float]) -> list[float]:
 def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict[str, Any]:
     """The GEMM efficiency that makes the model's step the log's, with its range and errors."""
     from bandwall.planning.api import plan
+    from bandwall.planning.request import MIN_GEMM_EFFICIENCY
 
     steps, dropped = steady_steps(log)
     if len(steps) < MIN_STEPS:
@@ -59,6 +60,16 @@ def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict
             field="from_log",
         )
     base = plan(request)
+    logged = next((s.global_batch for s in reversed(steps) if s.global_batch), None)
+    if logged and int(logged) != int(base.metrics["global_batch"]):
+        # a fit to a job doing another amount of work per step than the log's (fuzz round 19,
+        # C4: a log of batch 7 was fitted to a config of 512 and saved)
+        raise ConfigError(
+            f"the log's global batch {int(logged):,} differs from the config's "
+            f"{int(base.metrics['global_batch']):,}: the config does not describe the logged "
+            "job (check --from and --global-batch; nothing was saved)",
+            field="from_log",
+        )
     pinned = request.model_copy(
         update={
             k: getattr(request, k) if getattr(request, k) is not None else base.layout[k]
@@ -78,8 +89,8 @@ def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict
             plan(pinned.model_copy(update={"gemm_efficiency": eff})).metrics["step_time_s"]
         )
 
-    def solve(target: float) -> float:
-        lo, hi = 0.01, 1.0
+    def solve(target: float, strict: bool = False) -> float:
+        lo, hi = MIN_GEMM_EFFICIENCY, 1.0
         if step_at(hi) > target * (1 + tol):
             raise ConfigError(
                 f"the log's step ({target:.4g} s) is faster than the model at 100% GEMM "
@@ -87,7 +98,17 @@ def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict
                 "batch and the layout)",
                 field="from_log",
             )
-        if step_at(lo) < target:
+        floor = step_at(lo)
+        if floor < target:
+            if strict and floor * (1 + tol) < target:
+                # a clamped fit was saved and called a match beside its own 100% error
+                # (fuzz round 19, B4): a log this slow is not the job the config describes
+                raise ConfigError(
+                    f"the log's step ({target:.4g} s) is slower than the model at 1% GEMM "
+                    f"efficiency ({floor:.4g} s): the config does not describe the logged job "
+                    "(check --gpus, the batch and the layout; nothing was saved)",
+                    field="from_log",
+                )
             return lo
         for _ in range(40):
             mid = math.sqrt(lo * hi)
@@ -100,7 +121,7 @@ def fit_efficiency(log: TrainingLog, request: Any, *, tol: float = 1e-3) -> dict
         return math.sqrt(lo * hi)
 
     median = statistics.median(fit_t)
-    eff = solve(median)
+    eff = solve(median, strict=True)
     ordered = sorted(fit_t)
     slow = ordered[min(len(ordered) - 1, math.ceil(0.9 * (len(ordered) - 1)))]
     fast = ordered[math.floor(0.1 * (len(ordered) - 1))]

@@ -599,12 +599,18 @@ def validate_run(
                 "measured_s": r["time_median_s"],
                 "predicted_s": pred,
                 "error": pred / r["time_median_s"] - 1,
-                "used": r["size_bytes"] >= min_size,
+                # rows nccl-tests found wrong are not measurements of the collective: calibrate
+                # refuses them, and validate counted them (fuzz round 19, C6)
+                "used": r["size_bytes"] >= min_size and int(r.get("wrong", 0) or 0) == 0,
             }
         )
     errs = [abs(x["error"]) for x in out if x["used"]]
     if not errs:
-        raise ConfigError(f"no rows of >= {min_size:,.0f} bytes to validate", field="results")
+        raise ConfigError(
+            f"no correct rows of >= {min_size:,.0f} bytes to validate (rows with #wrong > 0 "
+            "are left out)",
+            field="results",
+        )
     return out, {
         "rows": len(errs),
         "median_abs_error": statistics.median(errs),

@@ -226,13 +226,25 @@ def fit_gemm_efficiency(
 
     eff0 = _gpu_efficiency(request)
     c0 = float(base.metrics["compute_s"])
-    lo, hi = 1e-3, 1.0
+    from bandwall.planning.request import MIN_GEMM_EFFICIENCY
+
+    lo, hi = MIN_GEMM_EFFICIENCY, 1.0
     c_hi, _ = compute_at(hi)
     if c_hi > measured_compute_s * (1 + tol):
         raise ConfigError(
             f"the trace's compute ({measured_compute_s:.4g} s/step) is faster than this request "
             f"at 100% GEMM efficiency ({c_hi:.4g} s): the request is not the traced job (check "
             "--model, --gpus, --global-batch, --micro-batch and the layout)",
+            field="gemm_efficiency",
+        )
+    c_lo, _ = compute_at(lo)
+    if c_lo < measured_compute_s * (1 - tol):
+        # it suggested --gemm-efficiency 0.001, which plan refuses (fuzz round 19, C5)
+        raise ConfigError(
+            f"the trace's compute ({measured_compute_s:.4g} s/step) is slower than this request "
+            f"at the lowest GEMM efficiency a plan takes, {lo:g} ({c_lo:.4g} s): the request is "
+            "not the traced job (check --model, --gpus, --global-batch, --micro-batch and the "
+            "layout)",
             field="gemm_efficiency",
         )
     guess = min(max(eff0 * c0 / measured_compute_s, lo), hi)

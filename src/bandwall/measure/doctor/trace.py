@@ -241,8 +241,16 @@ class RankTrace:
 
     @property
     def exposed_share(self) -> float:
-        step = self.total("step_s")
-        return self.total("exposed_s") / step if step > 0 else 0.0
+        """Per-step medians, as the times beside it are: a share of totals (the last step cut
+        at its last event included) read 11% beside 9.8 ms of a 100 ms step (fuzz round 19,
+        C2)."""
+        step = self.median("step_s")
+        return self.median("exposed_s") / step if step > 0 else 0.0
+
+    @property
+    def idle_share(self) -> float:
+        step = self.median("step_s")
+        return self.median("idle_s") / step if step > 0 else 0.0
 
 
 # --- interval arithmetic ---------------------------------------------------------------------
@@ -586,7 +594,7 @@ class JobTrace:
 
     @property
     def idle_share(self) -> float:
-        vals = [r.total("idle_s") / r.total("step_s") for r in self.ranks if r.total("step_s")]
+        vals = [r.idle_share for r in self.ranks if r.steps]
         return float(statistics.fmean(vals)) if vals else 0.0
 
 

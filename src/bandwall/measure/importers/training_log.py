@@ -187,7 +187,9 @@ def _megatron(line: str, number: int, rank: int | None) -> Step | None:
             s.global_batch = int(v)
         elif key in ("lm loss", "reduced_train_loss"):
             s.loss = v
-    return s if s.step_time_s is not None else None
+    # a step of no or negative time is not a duration: it was fitted, and the error then blamed
+    # the config (fuzz round 19, D2)
+    return s if s.step_time_s is not None and s.step_time_s > 0 else None
 
 
 def _torchtitan(line: str, number: int, rank: int | None) -> Step | None:

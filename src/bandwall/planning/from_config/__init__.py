@@ -159,7 +159,31 @@ def _kind(path: str, head: str) -> str:
     return "shell"
 
 
+#: Where a multimodal HuggingFace config (Gemma 3, LLaVA, Qwen2-VL, Llama 4, InternVL) keeps
+#: its language model: its keys are read as the top-level ones a text-only config has (a Gemma
+#: 3 config was refused as "no setting the model uses", fuzz round 19, D1).
+_TEXT_CONFIGS = ("text_config.", "llm_config.", "language_config.")
+
+
+def _text_model(flat: _files.Flat) -> tuple[_files.Flat, dict[str, str]]:
+    """The flat config with its language model's keys at the top, and each moved key's name
+    in the file (what a source quotes)."""
+    out, named = dict(flat), {}
+    for key, value in flat.items():
+        for prefix in _TEXT_CONFIGS:
+            if key.startswith(prefix):
+                inner = key[len(prefix) :]
+                if inner in hf.TABLE and (inner not in flat or inner == "model_type"):
+                    out[inner] = value
+                    named[inner] = key
+                    out.pop(key)
+    return out, named
+
+
 def _json_entries(flat: _files.Flat, path: str) -> tuple[str, list[Entry]]:
+    named: dict[str, str] = {}
+    if any(k.startswith(_TEXT_CONFIGS) for k in flat):
+        flat, named = _text_model(flat)
     keys = set(flat)
     ds_keys = {k for k in keys if k.split(".", 1)[0] in _DEEPSPEED_TOP}
     hf_keys = {k for k in keys if k in hf.TABLE}
@@ -171,7 +195,8 @@ def _json_entries(flat: _files.Flat, path: str) -> tuple[str, list[Entry]]:
         )
     fmt = deepspeed.FMT if len(ds_keys) >= len(hf_keys) else hf.FMT
     return fmt, [
-        Entry(fmt, k, v, Source(path, line, k, _short(v))) for k, (v, line) in flat.items()
+        Entry(fmt, k, v, Source(path, line, named.get(k, k), _short(v)))
+        for k, (v, line) in flat.items()
     ]
 
 

@@ -90,6 +90,7 @@ TABLE: dict[str, Rule | str] = {
     "n_layer": Rule("layers", positive_int),
     "n_layers": Rule("layers", positive_int),
     "num_layers": Rule("layers", positive_int),
+    "num_decoder_layers": _D,
     "hidden_size": Rule("hidden", positive_int),
     "n_embd": Rule("hidden", positive_int),
     "d_model": Rule("hidden", positive_int),
@@ -157,7 +158,9 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
         mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
     elif kind in NOT_GATED:
         mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
-    elif act:
+    elif act or kind:
+        # an unknown family without hidden_act was priced with a two-matrix MLP without a word
+        # (fuzz round 19, B5: Llama 3 8B's shape as model_type mamba2 came out at 6.15B)
         mapped.problems.append(
             Problem(
                 "gated_mlp",
@@ -166,6 +169,16 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 values.src("model_type") if "model_type" in values else None,
             )
         )
+    decoder = values.get("num_decoder_layers")
+    if decoder is not None:
+        # T5/BART-style: an encoder and a decoder stack; the decoder's was dropped as "not part
+        # of the model's shape" and half the model priced (fuzz round 19, B6)
+        stacks = values.convert("num_decoder_layers", positive_int)
+        for a in mapped.assigns:
+            if a.field == "layers":
+                a.value = int(a.value) + stacks
+                a.sources = (*a.sources, values.src("num_decoder_layers"))
+                a.note = "encoder and decoder layers together; cross-attention is not priced"
     if kind in ENCODERS:
         mapped.notes.append(f"{kind} attends in both directions; the model prices causal attention")
     if "multi_query" in values and str(values.get("multi_query")).lower() == "true":

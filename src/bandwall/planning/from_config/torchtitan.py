@@ -109,6 +109,8 @@ FLAVOURS = {
     ("llama3", "8b"): "llama3-8b",
     ("llama3", "70b"): "llama3-70b",
     ("llama3", "405b"): "llama3-405b",
+    # torchtitan/models/deepseek_v3/__init__.py: flavour "671B" is DeepSeek-V3 (fuzz round 19, D4)
+    ("deepseek_v3", "671b"): "deepseek-v3",
 }
 
 
@@ -281,40 +283,34 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
     dp = replicate * shard if shard > 0 else None
     zero = 3 if shard > 1 else 0
     note = "FSDP (HSDP when replicated)" if zero == 3 else "DDP (no sharding)"
-    mapped.assigns.append(values.assign("zero", zero, *keys, note=note))
-    mapped.assigns.append(values.assign("stack", "fsdp2", *keys))
+    defaults: list[Default] = []
+    if keys:
+        mapped.assigns.append(values.assign("zero", zero, *keys, note=note))
+        mapped.assigns.append(values.assign("stack", "fsdp2", *keys))
+    else:
+        # no degree in the file: torchtitan's data_parallel_shard_degree = -1 shards over
+        # every GPU the other degrees leave, a default, not a key read
+        why = f"torchtitan's data_parallel_shard_degree = -1 default: {note}"
+        defaults += [Default("zero", zero, why, FMT), Default("stack", "fsdp2", why, FMT)]
     local = values.convert("training.local_batch_size", positive_int)
     if local is None:
         local = 8
-        defaults = [Default("micro_batch", local, "torchtitan's local_batch_size default", FMT)]
-    else:
-        defaults = []
-    pp = int(ctx.get("pp") or 1)
-    micro = local
-    if pp > 1:
-        size = values.convert("parallelism.pipeline_parallel_microbatch_size", positive_int)
-        count = values.convert("parallelism.pipeline_parallel_microbatches", positive_int)
-        if size is not None:
-            micro = size
-        elif count is not None and local % count == 0:
-            micro = local // count
-        else:
-            micro = 1
-    if not defaults:
+        defaults.append(Default("micro_batch", local, "torchtitan's local_batch_size default", FMT))
+    if not any(d.field == "micro_batch" for d in defaults):
+        micro = _micro_batch(values, ctx, local)
         mapped.assigns.append(values.assign("micro_batch", micro, "training.local_batch_size"))
     glob = values.convert("training.global_batch_size", to_int)
     if glob is not None and glob > 0:
         mapped.assigns.append(values.assign("global_batch", glob, "training.global_batch_size"))
     elif dp is not None:
-        mapped.assigns.append(
-            values.assign(
-                "global_batch",
-                local * dp,
-                "training.local_batch_size",
-                *keys,
-                note=f"local batch {local} × data-parallel degree {dp:,}",
+        read = [k for k in ("training.local_batch_size", *keys) if k in values]
+        why = f"local batch {local} × data-parallel degree {dp:,}"
+        if read:
+            mapped.assigns.append(values.assign("global_batch", local * dp, *read, note=why))
+        else:
+            defaults.append(
+                Default("global_batch", local * dp, f"torchtitan's defaults: {why}", FMT)
             )
-        )
     else:
         mapped.problems.append(
             Problem(
@@ -327,9 +323,28 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 else None,
             )
         )
+    _tokens(values, mapped, ctx, defaults)
+    return defaults
+
+
+def _micro_batch(values: Values, ctx: Context, local: int) -> int:
+    """torchtitan splits the local batch into pipeline micro-batches only when pp > 1."""
+    if int(ctx.get("pp") or 1) == 1:
+        return local
+    size = values.convert("parallelism.pipeline_parallel_microbatch_size", positive_int)
+    count = values.convert("parallelism.pipeline_parallel_microbatches", positive_int)
+    if size is not None:
+        return int(size)
+    if count is not None and local % count == 0:
+        return int(local // count)
+    return 1
+
+
+def _tokens(values: Values, mapped: Mapped, ctx: Context, defaults: list[Default]) -> None:
     seq = ctx.get("seq_len")
     steps = values.convert("training.steps", positive_int)
-    batch = next((a.value for a in mapped.assigns if a.field == "global_batch"), None)
+    batches = [a.value for a in mapped.assigns if a.field == "global_batch"]
+    batch = next(iter(batches + [d.value for d in defaults if d.field == "global_batch"]), None)
     if steps and seq and batch:
         mapped.assigns.append(
             values.assign(
@@ -339,7 +354,6 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 note=f"{steps:,} steps × {int(batch):,} sequences × {int(seq):,} tokens",
             )
         )
-    return defaults
 
 
 def _pipeline(values: Values, mapped: Mapped, ctx: Context) -> None:
