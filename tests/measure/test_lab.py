@@ -136,6 +136,7 @@ def _run_rate(name: str, rate: str, sizes: str, iters: str, env: dict[str, str])
 
 @pytest.mark.lab
 @NEEDS_ROOT
+@pytest.mark.quiet
 def test_shaped_busbw_and_cross_validation(lab_env: dict[str, str]) -> None:
     """1 Gbit and 200 Mbit: busbw at >= 4 MB never above the rate, median row >= 80% of it;
     calibrate on one rate and predict the other: median error <= 15% (collectives >= 1 MB),

@@ -17,7 +17,7 @@ from bandwall.measure.lab import validate
 from tests.conftest import NEEDS_ROOT, lab_name
 
 TV = lab_name("tv")
-pytestmark = [pytest.mark.lab, NEEDS_ROOT]
+pytestmark = [pytest.mark.lab, pytest.mark.quiet, NEEDS_ROOT]
 
 
 @pytest.fixture

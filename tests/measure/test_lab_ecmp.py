@@ -198,6 +198,7 @@ def test_flows_collide_like_balls_into_bins(
 
 @pytest.mark.lab
 @NEEDS_ROOT
+@pytest.mark.quiet
 def test_ring_busbw_follows_the_hash_outcome(build) -> None:  # type: ignore[no-untyped-def]
     """gloo all_reduce over 4 hosts on 2 spine paths at the host rate: alternating hosts put
     two ring flows on each leaf's uplinks, which the hash splits or stacks; packed hosts put

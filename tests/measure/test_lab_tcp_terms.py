@@ -19,7 +19,7 @@ import pytest
 from bandwall.measure.lab import netns, tcp_terms
 from tests.conftest import NEEDS_ROOT, lab_name, netns_names
 
-pytestmark = [pytest.mark.lab, NEEDS_ROOT]
+pytestmark = [pytest.mark.lab, pytest.mark.quiet, NEEDS_ROOT]
 
 
 @pytest.fixture
