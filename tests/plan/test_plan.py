@@ -412,11 +412,15 @@ def test_auto_recompute_fits_the_whole_gpu_not_just_the_kept_activations() -> No
 def test_default_batch_grows_with_the_gpu_count_above_4096() -> None:
     """4 Mi tokens up to 4,096 GPUs, then 1 Ki tokens per GPU: Llama 3 405B's 16 Mi tokens on
     16,384 H100 (Llama 3 paper Table 4), the fewest per GPU of any published run of >= 2,048
-    GPUs in published_runs.csv. A swept count gets its own default; a given batch is kept."""
+    GPUs in published_runs.csv that trains a model for use. MLPerf Training's GPT-3 runs (512
+    tokens per GPU on 10,752 and 11,616 H100) are left out: a time-to-train benchmark sets its
+    batch for the benchmark's convergence target, not for a model anyone keeps. A swept count
+    gets its own default; a given batch is kept."""
     from bandwall.measure.calibrate.runs import load_runs
     from bandwall.planning.api import DEFAULT_BATCH_TOKENS_PER_GPU, default_global_batch
 
-    big = [r for r in load_runs() if r["global_batch"] and int(r["gpus"]) >= 2048]
+    runs = [r for r in load_runs() if not r["id"].startswith("mlperf")]
+    big = [r for r in runs if r["global_batch"] and int(r["gpus"]) >= 2048]
     fewest = min(int(r["global_batch"]) * int(r["seq_len"]) / int(r["gpus"]) for r in big)
     assert fewest == DEFAULT_BATCH_TOKENS_PER_GPU
     w = get_workload("llama3-8b")  # 8,192-token sequences

@@ -418,3 +418,18 @@ def test_published_layouts_fit_the_memory_model() -> None:
     assert maxtext.recompute == "save_qkv_proj"
     renamed = request_for_run(rows["maxtext-llama2-7b-a3-h100-8"])
     assert renamed.recompute == "minimal_with_context"  # minimal_flash's current name
+
+
+def test_rows_that_keep_weights_in_fp8_are_priced_so() -> None:
+    """Megatron's --fp8-param-gather, NeMo's fp8_params and MLPerf's FP8_PARAMS keep the compute
+    weights in fp8 and all-gather them at 1 byte; a row stating it is priced with fp8_weights
+    (blind batch 8: the validation never passed it), one saying 'no fp8 param gather' is not."""
+    from bandwall.measure.calibrate.runs import load_runs, request_for_run
+
+    rows = {r["id"]: r for r in load_runs()}
+    stated = request_for_run(rows["mlperf40-gpt3-nvidia-h100-11616"])
+    assert stated.fp8_weights and stated.precision == "fp8"
+    assert not request_for_run(rows["mlmrecipes-qwen3-30b-a3b-gb200-mxfp8-16"]).fp8_weights
+    assert not request_for_run(rows["mlperf30-gpt3-nvidia-h100-512"]).fp8_weights
+    bf16 = dict(rows["mlperf40-gpt3-nvidia-h100-11616"], precision="bf16")
+    assert not request_for_run(bf16).fp8_weights  # fp8 weights only under fp8 matmuls

@@ -219,6 +219,24 @@ EP_OVERLAP_WORDS = (
 NODE_DISPATCH_WORDS = ("deepep", "hybridep", "flex dispatcher", "dispatcher-type flex")
 
 
+#: How the sources say the compute weights are kept and all-gathered in fp8 (Megatron
+#: --fp8-param-gather, NeMo model.fp8_params, MLPerf's FP8_PARAMS / FP8_PARAM_GATHER).
+FP8_WEIGHT_WORDS = (
+    "fp8_params true",
+    "fp8_params=true",
+    "fp8_param_gather=true",
+    "fp8 param gather",
+    "fp8 params)",
+    "(fp8 weights)",
+)
+
+
+def _fp8_weights(row: dict[str, str]) -> bool:
+    """The row states fp8 weight storage (and says nothing against it)."""
+    text = " ".join(_cell(row, k) for k in ("fp8_recipe", "notes")).lower()
+    return "no fp8 param" not in text and any(word in text for word in FP8_WEIGHT_WORDS)
+
+
 def _states(row: dict[str, str], words: tuple[str, ...]) -> bool:
     """The row's notes, stack version or source name one of `words` (lower case)."""
     text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
@@ -256,6 +274,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "global_batch": _int(row, "global_batch"),
         "precision": "fp8" if fp8 else "bf16",
         "fp8_recipe": _fp8_recipe(_cell(row, "fp8_recipe")) if fp8 else None,
+        "fp8_weights": fp8 and _fp8_weights(row),
         "recompute": recompute,
         "recompute_layers": recompute_layers,
         "sequence_parallel": _bool(row, "sequence_parallel"),
