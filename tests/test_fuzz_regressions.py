@@ -1328,3 +1328,102 @@ def test_config_odds_and_ends_of_fuzz_round_19(
     Path("x.log").write_text("nothing\n")
     out = check(_words("calibrate --from-log x.log --name q"), capsys)
     assert out.code == 2 and out.err.startswith("error: --from: give the logged job's config")
+
+
+def test_a_value_past_float_range_in_a_training_log_skips_its_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`tps: 1e999` in a torchtitan line was a ValueError traceback in doctor and calibrate
+    (fuzz round 20, A1): the line is skipped with a note and the rest of the log reads."""
+    good = (
+        "[titan] 2024-05-01 10:00:0{i},000 - root - INFO - step: {i}  loss:  2.5  "
+        "memory: 30.0GiB(40%)  tps: {tps}  tflops: 300.0  mfu: 30.0%\n"
+    )
+    text = "".join(good.format(i=i, tps="1e999" if i == 3 else "4,000") for i in range(1, 8))
+    Path("titan.log").write_text(text)
+    out = check(_words("doctor titan.log --json"), capsys)
+    assert out.code in (0, 1), out.err
+    notes = json.loads(out.out)["inputs"][0]["notes"]
+    assert any("line 3: 1e999 is not a finite number; line skipped" in n for n in notes), notes
+    assert "6 step(s)" in notes[0], notes
+
+
+def _infer(words: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    out = check(_words(f"infer {words} --json"), capsys)
+    assert out.code == 0, out.err
+    data: dict[str, Any] = json.loads(out.out)
+    return data
+
+
+def test_server_ttft_quantiles_take_the_whole_queue_tail(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """At 99% busy the TTFT p99 was 32 s beside a 43.5 s mean: the quantile was taken over the
+    first 64 waits of the geometric tail, normalised by themselves (fuzz round 20, B1). An
+    M/M/1-like wait of mean W has its p99 near ln(100) W."""
+    base = "--gpus 1 --dataset fixed --prompt-tokens 16000 --output-tokens 50"
+    for rate in (1.9, 2.0, 2.01):
+        m = _infer(f"{base} --request-rate {rate}", capsys)
+        assert m["ttft_p50_s"] <= m["ttft_p90_s"] <= m["ttft_p99_s"], m
+        if m["utilisation"] > 0.98:
+            assert m["ttft_p99_s"] > 3 * m["ttft_s"], m
+
+
+def test_long_prompts_never_make_batching_slower(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Prompts past the 8,192-token chunk counted every other sequence's prompt once per chunk
+    (tokens/s down 46% from 1 to 8 sequences), and at 2 output tokens the size-biased count of
+    others priced a life with 1.5 other prompts for the 1 there is (fuzz round 20, B2)."""
+    base = "--model llama3-8b --gpus 1 --tp 1 --dataset fixed"
+    for prompt, output in ((16000, 1), (2000, 2)):
+        rates = [
+            _infer(
+                f"{base} --prompt-tokens {prompt} --output-tokens {output} --concurrency {c}",
+                capsys,
+            )["tokens_per_s_replica"]
+            for c in (1, 2, 4, 8)
+        ]
+        assert all(b >= a * 0.995 for a, b in itertools.pairwise(rates)), (prompt, rates)
+
+
+def test_calibrate_drops_the_steps_of_a_batch_ramp_up(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Megatron's --rampup-batch-size logs small-batch steps first; calibrate fitted them as
+    full ones and saved a profile 2.2x too efficient (fuzz round 20, B3). Steps of another
+    global batch than the one the log ends at are dropped, as the first step is."""
+    lines = [
+        _megatron_log([t], gb=gb).replace(f"iteration {10:8d}/", f"iteration {10 * (i + 1):8d}/")
+        for i, (t, gb) in enumerate([(15000.0, 256)] * 5 + [(30000.0, 512)] * 4)
+    ]
+    Path("job.sh").write_text(_MEGATRON_JOB)
+    Path("ramp.log").write_text("".join(lines))
+    out = check(_words("calibrate --from-log ramp.log --from job.sh --gpus 16 --name r"), capsys)
+    assert out.code == 0, out.err
+    text = " ".join(out.out.split())
+    assert "median of 3 fitted steps" in text, text  # 4 of batch 512, 1 held out
+    assert float(re.findall(r"compute efficiency (0\.\d+)", text)[0]) < 0.5, text
+
+
+def test_round_20_messages_name_what_the_user_can_do(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """C4: infer's server scenario without a rate named 'request-rate-per-s', a flag that does
+    not exist; D2: a model too big at fp8 was told to use --precision fp8; D3: a store whose
+    only run is unreadable said 'no  runs ... yet'."""
+    import sqlite3
+
+    out = check(_words("infer --scenario server"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --request-rate: "), out.err
+    words = "infer --dataset fixed --prompt-tokens 800 --output-tokens 1 --max-itl-ms 100"
+    out = check(_words(words), capsys)  # C2: one output token has no gap to hold
+    assert out.code == 2 and "one output token have no inter-token latency" in out.err
+    out = check(_words("infer --model deepseek-v3 --gpus 8 --precision fp8"), capsys)
+    assert out.code == 2 and "--precision fp8" not in out.err, out.err
+    Path("a.log").write_text(nccl_tests_log(nccl_tests_row(1 << 20, 50.0, 20.97, 20.97)))
+    assert check(_words("import nccl-tests a.log --op all_reduce --db r.db"), capsys).code == 0
+    with sqlite3.connect("r.db") as db:
+        db.execute("UPDATE runs SET host = 'not json{' WHERE id = 1")
+    out = check(_words("results show latest --db r.db"), capsys)
+    assert out.code == 2 and "1 left out as unreadable" in out.err, out.err

@@ -247,3 +247,12 @@ def test_the_api_refuses_what_the_cli_refuses(client: TestClient) -> None:
     assert client.post("/api/collective", json={"ranks": 16, "sizes": "1G"}).status_code == 200
     r = client.post("/api/compare", json={"presets": [], "plan": {"gpus": 16}})
     assert r.status_code == 422 and ["body", "presets"] in _locs(r), r.text
+
+
+@pytest.mark.parametrize("field", ["bandwidth_Gbps", "latency_us", "pue", "gpus"])
+def test_a_boolean_is_not_a_number_in_any_field(client: TestClient, field: str) -> None:
+    """JSON true in bandwidth_Gbps or latency_us was read as 1 at HTTP 200, while pue and gpus
+    refused it (fuzz round 20, C5): a checkbox sent to a rate must not price a 1 Gb/s plan."""
+    r = client.post("/api/plan", json={"model": "llama3-8b", "gpus": 8, field: True})
+    assert r.status_code == 422, r.text
+    assert "True is not a number" in r.text or "valid" in r.text, r.text

@@ -744,16 +744,28 @@ def _batching(
     # ... but never more than the b - 1 other sequences there are: b/o of them at o = 1 counted
     # 3 prompts per iteration at b = 2, and throughput halved from b = 1 (fuzz round 19, B1)
     others = np.minimum(share, np.maximum(d.b - 1.0, 0.0))
-    admit = stage(d.b, others + 1.0 / chunks)
+    # ... and the others are chunked too: over a prompt's `chunks` iterations they add up to
+    # `others` prompts, not `others` in each (a 16,000-token prompt counted them twice: TTFT
+    # 4x its prefill at b = 2 and tokens/s down 46% from b = 1 to 8, fuzz round 20, B2)
+    base = stage(d.b, others / chunks)
+    admit = stage(d.b, (others + 1.0) / chunks)
     own_prefill = chunks * d.pp * admit.total_s
     wait = np.where(d.b > 1, 0.5 * cycle, 0.0)
     held = np.where(d.b > 1, own_prefill, d.pp * alone.total_s) + hops.per_prompt_s
     held = held + opt.calibration.request_overhead_s
     first = wait + held
+    # A closed loop (what tokens/s prices) refills a slot at the iteration that frees it, so
+    # the b - 1 others restart staggered, (b - 1)/o of them per iteration, the first one's
+    # too; the size-biased b/o above is what a Poisson arrival meets. With it, o = 2 at b = 2
+    # counted 1.5 other prompts per life for the 1 there is: tokens/s 9% under b = 1's
+    # (fuzz round 20, B2)
+    steady = stage(d.b, ((d.b - 1.0) / d.output + 1.0) / chunks)
+    life = np.where(d.b > 1, chunks * d.pp * steady.total_s, d.pp * alone.total_s)
+    life = life + hops.per_prompt_s + opt.calibration.request_overhead_s
     # per prompt token at the operating point, over a whole chunk: from the b/o share of a
     # prompt alone (0.003 of one at b = 1) the fixed per-pass costs made it ~100x too large,
     # and TTFT p99 fell as the rate rose (fuzz round 18, C2)
-    marginal = (admit.total_s - it.total_s) / np.maximum(d.prompt / chunks, 1e-30)
+    marginal = (admit.total_s - base.total_s) / np.maximum(d.prompt / chunks, 1e-30)
     peak_bw = cl.gpu.memory_bandwidth_TBps * 1e12
     return BatchTerms(
         iteration=it,
@@ -768,7 +780,7 @@ def _batching(
         # over the time a sequence holds its slot: a closed loop refills a slot at the
         # iteration that frees it, so the half-iteration wait of a Poisson arrival is not in
         # it (at o = 1 it made b = 2 slower than b = 1, fuzz round 19, B1)
-        tokens_per_s=d.micro * d.b * d.output / (held + (d.output - 1.0) * itl),
+        tokens_per_s=d.micro * d.b * d.output / (life + (d.output - 1.0) * itl),
         busy_share=np.clip(cycle / (cycle + hops.per_token_s), 0.0, 1.0),
         flop_util=it.flops / it.total_s / cl.peak_flops,
         hbm_util=np.clip(it.bytes / it.total_s / peak_bw, 0.0, 1.0),
@@ -865,10 +877,18 @@ def _queue(d: ServeDims, mem: ServeMemory, bt: BatchTerms, opt: ServeOptions) ->
 # --- a replica under Poisson arrivals ---------------------------------------------------------
 
 
-def _weighted_quantile(values: np.ndarray, weights: np.ndarray, p: float) -> float:
+def _weighted_quantile(
+    values: np.ndarray, weights: np.ndarray, p: float, total: float | None = None
+) -> float:
+    """The p-quantile of `values` under `weights`; with `total`, the weights are a truncated
+    part of a distribution of that mass, and a quantile past them is +inf (the caller prices
+    the rest in closed form)."""
     order = np.argsort(values, kind="stable")
     cum = np.cumsum(weights[order])
-    i = int(np.searchsorted(cum, p * cum[-1], side="left"))
+    target = p * (cum[-1] if total is None else total)
+    if total is not None and target > cum[-1]:
+        return float("inf")
+    i = int(np.searchsorted(cum, target, side="left"))
     return float(values[order][min(i, len(order) - 1)])
 
 
@@ -947,7 +967,9 @@ def server_queue(
         wts = np.concatenate((p_start, p_tail * (1.0 - r) * r**ahead))
         for i, pr in enumerate(probs):
             spread = float(np.interp(typical, conc, ttft_q[i] - ttft))
-            value = _weighted_quantile(vals, wts, pr)
+            # the tabulated waits hold 1 - r^64 of the tail (47% at r = 0.99): normalised by
+            # themselves, p99 sat at 64 waits and fell below the mean (fuzz round 20, B1)
+            value = _weighted_quantile(vals, wts, pr, total=float(p_start.sum() + p_tail))
             if value >= vals[-1]:
                 # beyond the tabulated waits: the geometric tail's own quantile
                 kk = np.ceil(np.log(max(1.0 - pr, 1e-300) / max(p_tail, 1e-300)) / np.log(r))

@@ -396,8 +396,12 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
             f"{w.key} does not fit on {req.gpus:,} x {cl.gpu.name}: its weights alone need "
             f"{need:,.1f} GB per GPU spread over all {req.gpus:,} (tp {widest_tp} x pp "
             f"{widest_pp}) against "
-            f"{_usable_bytes(cl) / 1e9:,.1f} GB; add GPUs, use --precision fp8 or a "
-            "larger GPU",
+            f"{_usable_bytes(cl) / 1e9:,.1f} GB; add GPUs"
+            + (
+                " or use a larger GPU"
+                if req.precision == "fp8"
+                else ", use --precision fp8 or a larger GPU"
+            ),
             field="gpus",
         )
     cap = float(max(max_slots(req), req.concurrency or 0))
@@ -550,6 +554,15 @@ def infer(req: InferRequest, calibration: ServingCalibration | None = None) -> I
 
 def _latency_targets(req: InferRequest, p: Priced, ok: np.ndarray) -> np.ndarray:
     m, cl = p.metrics, p.cluster
+    mix = request_mix(req)
+    if req.max_itl_ms is not None and max(mix.output_tokens, mix.max_output_tokens) <= 1.0:
+        # no gap between tokens exists to hold to a target (fuzz round 20, C2: refused as
+        # unmet, 985 ms, with one output token)
+        raise ConfigError(
+            "requests of one output token have no inter-token latency: leave --max-itl-ms "
+            "out or give --output-tokens above 1",
+            field="max_itl_ms",
+        )
     for limit, values, name, label in (
         (req.max_itl_ms, m.itl_p99_s, "max_itl_ms", "p99 inter-token latency"),
         (req.max_ttft_ms, m.ttft_p99_s, "max_ttft_ms", "p99 time to first token"),

@@ -46,6 +46,9 @@ def _with_unit(parse: Callable[[str, str], float], scale: float, example: str) -
     """A number in the field's unit, or a string with a unit (`15Gbps`, `50us`, `1T`)."""
 
     def convert(value: Any) -> Any:
+        if isinstance(value, bool):
+            # JSON true read as 1 Gb/s at HTTP 200, where pue or gpus refused it (fuzz 20, C5)
+            raise ValueError(f"{value} is not a number")
         if isinstance(value, str):
             text = value.strip()
             try:

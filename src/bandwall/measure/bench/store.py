@@ -520,7 +520,15 @@ class Store:
     def latest(self, kind: str | None = None) -> Run:
         runs = [r for r in self.runs() if kind is None or r.kind == kind]
         if not runs:
-            raise ConfigError(f"no {kind or ''} runs in {str(self.path)!r} yet", field="run")
+            kinds = f"{kind} runs" if kind else "runs"
+            where = repr(str(self.path))
+            if self.unreadable:  # not 'no runs yet' beside a run left out (fuzz round 20, D3)
+                raise ConfigError(
+                    f"no readable {kinds} in {where}: {len(self.unreadable):,} left out as "
+                    "unreadable (bandwall results list names them)",
+                    field="run",
+                )
+            raise ConfigError(f"no {kinds} in {where} yet", field="run")
         return runs[-1]
 
     def results(self, run_id: int) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ def _attach(job: Job, log: TrainingLog, item: Input) -> bool:
         return False
     job.extra.setdefault(LOGS, []).append(log)
     item.notes.append(f"training log ({log.framework}): {len(log.by_step()):,} step(s)")
+    item.notes += log.notes  # what the reader skipped or cut, so the count is read with it
     return True
 
 

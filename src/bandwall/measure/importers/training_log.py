@@ -276,8 +276,19 @@ class LogParser:
     def __init__(self, path: str = "<log>") -> None:
         self.log = TrainingLog(path, "unknown", [], 0)
         self._kinds: dict[str, int] = {}
+        self._unreadable = 0
 
-    def feed(self, number: int, raw: str) -> None:  # noqa: C901
+    def feed(self, number: int, raw: str) -> None:
+        """One line; a line holding a value past float range (an overflowed counter printed
+        as 1e999 or inf) is skipped with a note, as the rest of the log still reads."""
+        try:
+            self._feed(number, raw)
+        except ValueError as e:
+            self._unreadable += 1
+            if self._unreadable <= 3:
+                self.log.notes.append(f"line {number}: {e} is not a finite number; line skipped")
+
+    def _feed(self, number: int, raw: str) -> None:  # noqa: C901
         log = self.log
         log.lines = number
         line = _ANSI.sub("", raw)
@@ -453,13 +464,25 @@ def steady_steps(log: TrainingLog) -> tuple[list[Step], list[str]]:
     Fixed rules, decided before looking at any comparison: the first logged step goes when
     there are three or more (it includes start-up: compilation, NCCL set-up, allocator
     growth); steps that skipped an iteration (fp16 overflow: no optimizer step) go; a step
-    more than 3 × the median of the rest goes (an evaluation or checkpoint inside it).
+    more than 3 × the median of the rest goes (an evaluation or checkpoint inside it); a step
+    that logs another global batch than the last logged one goes (Megatron's
+    --rampup-batch-size: a ramp's small-batch steps were fitted as full ones, a profile 2.2×
+    too efficient, fuzz round 20, B3).
     """
     steps = [s for s in log.by_step() if _pace(s) is not None]
     dropped: list[str] = []
     if len(steps) >= 3:
         dropped.append(f"step {steps[0].step} (line {steps[0].line}): the first logged step")
         steps = steps[1:]
+    final = next((s.global_batch for s in reversed(steps) if s.global_batch), None)
+    if final:
+        other = [s for s in steps if s.global_batch and s.global_batch != final]
+        for s in other:
+            dropped.append(
+                f"step {s.step} (line {s.line}): global batch {int(s.global_batch or 0):,}, "
+                f"not the {int(final):,} the log ends at (batch ramp-up)"
+            )
+        steps = [s for s in steps if s not in other]
     keep = []
     for s in steps:
         if s.skipped:
