@@ -1427,3 +1427,45 @@ def test_round_20_messages_name_what_the_user_can_do(
         db.execute("UPDATE runs SET host = 'not json{' WHERE id = 1")
     out = check(_words("results show latest --db r.db"), capsys)
     assert out.code == 2 and "1 left out as unreadable" in out.err, out.err
+
+
+def _params(words: str, capsys: pytest.CaptureFixture[str]) -> float:
+    out = check(_words(f"plan {words} --json"), capsys)
+    assert out.code == 0, out.err
+    return float(json.loads(out.out)["params"])
+
+
+def test_t5_configs_keep_their_decoder_head_width_and_gated_mlp(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """t5-base's config.json has no num_decoder_layers (T5Config defaults it to num_layers),
+    T5-11B's heads are d_kv = 128 wide against d_model 1024, and flan-T5's MLP is
+    feed_forward_proj 'gated-gelu': priced as 134M, 6.7B and 1.94B of 223M, 11.3B and 2.85B
+    (fuzz round 20, B4). Cross-attention is still not priced (the note says so): within 15%."""
+    t5 = '{{"model_type": "t5", "d_model": {d}, "num_layers": {n}, "num_heads": {h}, "d_kv": {kv}, "d_ff": {ff}, "vocab_size": 32128, "feed_forward_proj": "{proj}"}}'  # noqa: E501
+    cases = {
+        "base": (dict(d=768, n=12, h=12, kv=64, ff=3072, proj="relu"), 223e6),
+        "11b": (dict(d=1024, n=24, h=128, kv=128, ff=65536, proj="relu"), 11.3e9),
+        "flan-xl": (dict(d=2048, n=24, h=32, kv=64, ff=5120, proj="gated-gelu"), 2.85e9),
+    }
+    for name, (dims, published) in cases.items():
+        Path(f"{name}.json").write_text(t5.format(**dims))
+        got = _params(f"--from {name}.json --seq-len 512 --gpus 16", capsys)
+        assert 0.85 * published <= got <= published, (name, got)
+
+
+def test_the_language_models_keys_win_over_a_wrappers(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A LLaVA config's own hidden_size (its vision side) shadowed text_config.hidden_size,
+    which was then 'not part of the model's shape': 1.76B priced of Llama 3 8B (fuzz round
+    20, C8)."""
+    text = {
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
+        "vocab_size": 128256, "hidden_act": "silu",
+    }  # fmt: skip
+    wrapper = {"model_type": "llava_next", "hidden_size": 1024, "text_config": text}
+    Path("llava.json").write_text(json.dumps(wrapper))
+    got = _params("--from llava.json --seq-len 4096 --gpus 16", capsys)
+    assert abs(got - 8.03e9) < 0.01e9, got

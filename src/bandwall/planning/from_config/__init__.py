@@ -173,7 +173,9 @@ def _text_model(flat: _files.Flat) -> tuple[_files.Flat, dict[str, str]]:
         for prefix in _TEXT_CONFIGS:
             if key.startswith(prefix):
                 inner = key[len(prefix) :]
-                if inner in hf.TABLE and (inner not in flat or inner == "model_type"):
+                # the language model's own key wins over the wrapper's (a projector's or
+                # vision tower's hidden_size at the top priced 1.76B of an 8B, fuzz 20, C8)
+                if inner in hf.TABLE:
                     out[inner] = value
                     named[inner] = key
                     out.pop(key)

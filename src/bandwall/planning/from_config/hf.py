@@ -84,6 +84,11 @@ NOT_GATED = frozenset(
 )
 #: Encoders whose attention is bidirectional (priced as causal with a note).
 ENCODERS = frozenset({"bert", "roberta", "deberta", "deberta-v2", "electra", "xlm-roberta"})
+#: Encoder-decoder families whose config gives the encoder's depth as num_layers and leaves
+#: num_decoder_layers out when the stacks match (transformers' T5Config: "defaults to
+#: num_layers"); their MLP is gated when feed_forward_proj says "gated-..." (T5 v1.1, flan-T5,
+#: mT5 and umT5 default to gated-gelu).
+T5_FAMILY = frozenset({"t5", "mt5", "umt5"})
 
 TABLE: dict[str, Rule | str] = {
     "num_hidden_layers": Rule("layers", positive_int),
@@ -106,6 +111,8 @@ TABLE: dict[str, Rule | str] = {
     "d_ff": Rule("ffn", positive_int),
     "vocab_size": Rule("vocab", positive_int),
     "head_dim": Rule("head_dim", positive_int),
+    "d_kv": Rule("head_dim", positive_int),
+    "feed_forward_proj": _D,
     "num_local_experts": Rule("experts", positive_int),
     "num_experts": Rule("experts", positive_int),
     "n_routed_experts": Rule("experts", positive_int),
@@ -154,7 +161,15 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
         return []
     mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
     mapped.assigns[-1].sources = shape[0].sources
-    if kind in GATED:
+    proj = values.get("feed_forward_proj")
+    if proj is not None and kind in T5_FAMILY:
+        # T5's MLP: "relu" (two matrices) or "gated-gelu" (three), whatever the family's
+        # default: flan-T5 XL was priced at 1.94B of its 2.85B (fuzz round 20, B4)
+        gated = str(proj).strip().lower().startswith("gated-")
+        mapped.assigns.append(values.assign("gated_mlp", gated, "feed_forward_proj"))
+    elif kind in ("mt5", "umt5"):
+        mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
+    elif kind in GATED:
         mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
     elif kind in NOT_GATED:
         mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
@@ -170,6 +185,16 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
             )
         )
     decoder = values.get("num_decoder_layers")
+    if decoder is None and kind in T5_FAMILY:
+        # t5-base's own config.json has no num_decoder_layers: its decoder was dropped and
+        # 134M of its 223M priced (fuzz round 20, B4)
+        for a in mapped.assigns:
+            if a.field == "layers":
+                a.value = 2 * int(a.value)
+                a.note = (
+                    "encoder and decoder layers together (num_decoder_layers defaults to "
+                    "num_layers); cross-attention is not priced"
+                )
     if decoder is not None:
         # T5/BART-style: an encoder and a decoder stack; the decoder's was dropped as "not part
         # of the model's shape" and half the model priced (fuzz round 19, B6)
