@@ -1469,3 +1469,15 @@ def test_the_language_models_keys_win_over_a_wrappers(
     Path("llava.json").write_text(json.dumps(wrapper))
     got = _params("--from llava.json --seq-len 4096 --gpus 16", capsys)
     assert abs(got - 8.03e9) < 0.01e9, got
+
+
+def test_an_nccl_tests_block_of_several_types_is_refused_not_merged(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`all_reduce_perf -d all` prints each size once per type: the import merged them as
+    repeats into one median row labelled with the first type (fuzz round 20, B5)."""
+    one = nccl_tests_row(1 << 20, 50.0, 20.97, 20.97)
+    rows = one + one.replace("float", "int8 ").replace("50.00", "200.0")
+    Path("dall.log").write_text(nccl_tests_log(rows))
+    out = check(_words("import nccl-tests dall.log --op all_reduce --db d.db"), capsys)
+    assert out.code == 2 and "the block mixes 2 data types or reductions" in out.err, out.err

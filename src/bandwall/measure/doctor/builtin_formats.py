@@ -135,11 +135,12 @@ def _resolve_with_options(b: TestBlock, opts: dict[str, Any]) -> None:
         return
     try:
         op, ranks, _ = resolve(block, opts.get("op"), opts.get("ranks"))
+        rows = store_rows(block, op, ranks)  # refuses a block of several types (-d all)
     except ConfigError as exc:
         b.not_compared = exc.reason
         return
     b.op, b.ranks, b.not_compared = op.value, ranks, ""
-    b.rows = store_rows(block, op, ranks)
+    b.rows = rows
 
 
 register_format(Format("nccl-log", lambda s: True, _LogParser, _attach_log))

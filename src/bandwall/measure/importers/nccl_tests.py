@@ -393,6 +393,18 @@ def store_rows(block: Block, op: Op, world: int, source: str = "log") -> list[di
     bandwidth) is refused naming its line: nothing of the log is stored."""
     from bandwall.measure.bench.store import check_value
 
+    series = sorted({(r.type, r.redop or "") for r in block.rows})
+    if len(series) > 1:
+        # `-d all` / `-o all` print each size once per type or reduction; merged as repeats
+        # they became one median row labelled with the first type (fuzz round 20, B5)
+        names = ", ".join(" ".join(x for x in pair if x) for pair in series[:4])
+        more = f" and {len(series) - 4} more" if len(series) > 4 else ""
+        raise ConfigError(
+            f"{source} line {block.rows[0].line}: the block mixes {len(series)} data types or "
+            f"reductions ({names}{more}; nccl-tests -d all or -o all) and a run keeps one "
+            "series per size: import a log of one type and reduction; nothing was imported",
+            field="log",
+        )
     out = []
     factor = float(busbw_factor(op, world))
     iters = int(block.meta.get("iters", 0))

@@ -161,49 +161,8 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
         return []
     mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
     mapped.assigns[-1].sources = shape[0].sources
-    proj = values.get("feed_forward_proj")
-    if proj is not None and kind in T5_FAMILY:
-        # T5's MLP: "relu" (two matrices) or "gated-gelu" (three), whatever the family's
-        # default: flan-T5 XL was priced at 1.94B of its 2.85B (fuzz round 20, B4)
-        gated = str(proj).strip().lower().startswith("gated-")
-        mapped.assigns.append(values.assign("gated_mlp", gated, "feed_forward_proj"))
-    elif kind in ("mt5", "umt5"):
-        mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
-    elif kind in GATED:
-        mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
-    elif kind in NOT_GATED:
-        mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
-    elif act or kind:
-        # an unknown family without hidden_act was priced with a two-matrix MLP without a word
-        # (fuzz round 19, B5: Llama 3 8B's shape as model_type mamba2 came out at 6.15B)
-        mapped.problems.append(
-            Problem(
-                "gated_mlp",
-                f"model_type {kind or '?'} is not a family bandwall knows: say whether its MLP "
-                "is gated with --gated-mlp or --no-gated-mlp",
-                values.src("model_type") if "model_type" in values else None,
-            )
-        )
-    decoder = values.get("num_decoder_layers")
-    if decoder is None and kind in T5_FAMILY:
-        # t5-base's own config.json has no num_decoder_layers: its decoder was dropped and
-        # 134M of its 223M priced (fuzz round 20, B4)
-        for a in mapped.assigns:
-            if a.field == "layers":
-                a.value = 2 * int(a.value)
-                a.note = (
-                    "encoder and decoder layers together (num_decoder_layers defaults to "
-                    "num_layers); cross-attention is not priced"
-                )
-    if decoder is not None:
-        # T5/BART-style: an encoder and a decoder stack; the decoder's was dropped as "not part
-        # of the model's shape" and half the model priced (fuzz round 19, B6)
-        stacks = values.convert("num_decoder_layers", positive_int)
-        for a in mapped.assigns:
-            if a.field == "layers":
-                a.value = int(a.value) + stacks
-                a.sources = (*a.sources, values.src("num_decoder_layers"))
-                a.note = "encoder and decoder layers together; cross-attention is not priced"
+    _gated_mlp(values, mapped, kind, act)
+    _decoder_stack(values, mapped, kind)
     if kind in ENCODERS:
         mapped.notes.append(f"{kind} attends in both directions; the model prices causal attention")
     if "multi_query" in values and str(values.get("multi_query")).lower() == "true":
@@ -246,6 +205,55 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 )
             )
     return []
+
+
+def _gated_mlp(values: Values, mapped: Mapped, kind: str, act: str) -> None:
+    """Whether the MLP has three matrices, from the family or T5's feed_forward_proj."""
+    proj = values.get("feed_forward_proj")
+    if proj is not None and kind in T5_FAMILY:
+        # T5's MLP: "relu" (two matrices) or "gated-gelu" (three), whatever the family's
+        # default: flan-T5 XL was priced at 1.94B of its 2.85B (fuzz round 20, B4)
+        gated = str(proj).strip().lower().startswith("gated-")
+        mapped.assigns.append(values.assign("gated_mlp", gated, "feed_forward_proj"))
+    elif kind in ("mt5", "umt5") or kind in GATED:
+        mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
+    elif kind in NOT_GATED:
+        mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
+    elif act or kind:
+        # an unknown family without hidden_act was priced with a two-matrix MLP without a word
+        # (fuzz round 19, B5: Llama 3 8B's shape as model_type mamba2 came out at 6.15B)
+        mapped.problems.append(
+            Problem(
+                "gated_mlp",
+                f"model_type {kind or '?'} is not a family bandwall knows: say whether its MLP "
+                "is gated with --gated-mlp or --no-gated-mlp",
+                values.src("model_type") if "model_type" in values else None,
+            )
+        )
+
+
+def _decoder_stack(values: Values, mapped: Mapped, kind: str) -> None:
+    """An encoder-decoder's layers are both stacks."""
+    decoder = values.get("num_decoder_layers")
+    if decoder is None and kind in T5_FAMILY:
+        # t5-base's own config.json has no num_decoder_layers: its decoder was dropped and
+        # 134M of its 223M priced (fuzz round 20, B4)
+        for a in mapped.assigns:
+            if a.field == "layers":
+                a.value = 2 * int(a.value)
+                a.note = (
+                    "encoder and decoder layers together (num_decoder_layers defaults to "
+                    "num_layers); cross-attention is not priced"
+                )
+    if decoder is not None:
+        # T5/BART-style: an encoder and a decoder stack; the decoder's was dropped as "not part
+        # of the model's shape" and half the model priced (fuzz round 19, B6)
+        stacks = values.convert("num_decoder_layers", positive_int)
+        for a in mapped.assigns:
+            if a.field == "layers":
+                a.value = int(a.value) + stacks
+                a.sources = (*a.sources, values.src("num_decoder_layers"))
+                a.note = "encoder and decoder layers together; cross-attention is not priced"
 
 
 SPEC = FormatSpec(
