@@ -1481,3 +1481,20 @@ def test_an_nccl_tests_block_of_several_types_is_refused_not_merged(
     Path("dall.log").write_text(nccl_tests_log(rows))
     out = check(_words("import nccl-tests dall.log --op all_reduce --db d.db"), capsys)
     assert out.code == 2 and "the block mixes 2 data types or reductions" in out.err, out.err
+
+
+def test_calibrate_refuses_an_archive_as_doctor_does(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """calibrate --from-log read a .tar.gz as text and fitted the lines between its headers
+    at exit 0, where doctor refused it as an archive (fuzz round 20, C7)."""
+    import tarfile
+
+    Path("job.sh").write_text(_MEGATRON_JOB)
+    Path("run.log").write_text(_megatron_log([20000, 20400, 19600, 20200, 19800, 20000]))
+    with tarfile.open("logs.tar.gz", "w:gz") as tar:
+        tar.add("run.log")
+    out = check(_words("calibrate --from-log logs.tar.gz --from job.sh --gpus 16 --name t"), capsys)
+    assert out.code == 2 and "is a tar archive: extract it" in out.err, out.err
+    out = check(_words("calibrate --from-log run.log --from job.sh --gpus 16 --name t"), capsys)
+    assert out.code == 0, out.err

@@ -397,3 +397,33 @@ __all__ = [
     "read_text",
     "write_output",
 ]
+
+
+_ARCHIVES = (
+    (b"BZh", "a bzip2 file: decompress it first (bunzip2), or gzip it"),
+    (b"\xfd7zXZ\x00", "an xz file: decompress it first (unxz), or gzip it"),
+    (b"PK\x03\x04", "a zip archive: unzip it and give its files or folder"),
+    (b"\x28\xb5\x2f\xfd", "a zstd file: decompress it first (unzstd), or gzip it"),
+)
+
+
+def archive_kind(path: str | os.PathLike[str], *, field: str) -> str | None:
+    """What archive the file is, with what to do about it; None for anything else (a gzipped
+    text file is read through; a gzipped tar is an archive). doctor and calibrate --from-log
+    both ask: calibrate read a .tar.gz as text and fitted the lines between its headers (fuzz
+    round 20, C7)."""
+    head = b""
+    for chunk in iter_chunks(path, field=field, decompress=False):
+        head = chunk[:8]
+        break
+    for magic, what in _ARCHIVES:
+        if head.startswith(magic):
+            return what
+    block = b""
+    for chunk in iter_chunks(path, field=field):
+        block += chunk
+        if len(block) >= 512:
+            break
+    if block[257:262] == b"ustar":  # POSIX tar: 'ustar' at byte 257 of the first block
+        return "a tar archive: extract it and give its folder"
+    return None

@@ -30,7 +30,7 @@ from bandwall.measure.doctor.formats import formats
 from bandwall.measure.doctor.job import MAX_BUSBW_GBPS, Input, Job, TestBlock
 from bandwall.measure.doctor.nccl_log import NcclLog
 from bandwall.measure.doctor.rules import BY_CODE, RULES, Severity
-from bandwall.safeio import check_input, checked_path, iter_chunks, iter_lines
+from bandwall.safeio import archive_kind, check_input, checked_path, iter_chunks, iter_lines
 
 SNIFF_BYTES = 1 << 16
 #: Findings about the communication path: fixing one speeds communication up.
@@ -333,38 +333,6 @@ def _detect_sample(path: Path) -> str:
 
 #: Archives doctor does not open (gzip it reads), by their magic bytes, so the note says what
 #: to do rather than "a binary file" (fuzz round 19, D6).
-_ARCHIVES = (
-    (b"BZh", "a bzip2 file: decompress it first (bunzip2), or gzip it"),
-    (b"\xfd7zXZ\x00", "an xz file: decompress it first (unxz), or gzip it"),
-    (b"PK\x03\x04", "a zip archive: unzip it and give its files or folder"),
-    (b"\x28\xb5\x2f\xfd", "a zstd file: decompress it first (unzstd), or gzip it"),
-)
-
-
-def _archive(path: Path) -> str | None:
-    """What archive the file is, with what to do about it; None for anything else."""
-    head = b""
-    for chunk in iter_chunks(path, field="paths", decompress=False):
-        head = chunk[:8]
-        break
-    for magic, what in _ARCHIVES:
-        if head.startswith(magic):
-            return what
-    if _is_tar(path):
-        return "a tar archive: extract it and give its folder"
-    return None
-
-
-def _is_tar(path: Path) -> bool:
-    """POSIX tar: 'ustar' at byte 257 of the (gunzipped) first block."""
-    head = b""
-    for chunk in iter_chunks(path, field="paths"):
-        head += chunk
-        if len(head) >= 512:
-            break
-    return head[257:262] == b"ustar"
-
-
 def _read(path: Path, job: Job) -> None:
     item = Input(str(path))
     job.inputs.append(item)
@@ -373,7 +341,7 @@ def _read(path: Path, job: Job) -> None:
         item.kinds.append("trace")
         job.trace_paths.append(str(path))
         return
-    archive = _archive(path) if kind != "trace" else None
+    archive = archive_kind(path, field="paths") if kind != "trace" else None
     if archive is not None:
         item.notes.append(f"not understood: {archive}")
         return

@@ -544,8 +544,11 @@ def summarize(log: TrainingLog) -> Summary:
 
 def read_log(path: str, *, field_name: str = "log") -> TrainingLog:
     """A training log from a file (bounded, streamed through safeio)."""
-    from bandwall.safeio import iter_lines
+    from bandwall.safeio import archive_kind, iter_lines
 
+    archive = archive_kind(path, field=field_name)
+    if archive:
+        raise ConfigError(f"{path} is {archive}", field=field_name)
     return parse_lines(iter_lines(path, field=field_name), path)
 
 
