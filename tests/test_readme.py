@@ -102,16 +102,28 @@ def _run(argv: list[str], workdir: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: The README's commands each worker has run, by index into CASES: a command reads what the
+#: ones above it made (`results list` the database `import` wrote), and under pytest-xdist
+#: the parametrized commands can land on different workers, each with its own workdir.
+_RAN: dict[Path, set[int]] = {}
+
+
 @pytest.mark.parametrize(
-    ("tag", "argv", "expected"),
-    [c for c in CASES if c[0] != "lab"],
+    ("index", "tag", "argv", "expected"),
+    [(i, *c) for i, c in enumerate(CASES) if c[0] != "lab"],
     ids=[" ".join(c[1][:3]) for c in CASES if c[0] != "lab"],
 )
 def test_readme_command_runs(
-    tag: str, argv: list[str], expected: str | None, workdir: Path
+    index: int, tag: str, argv: list[str], expected: str | None, workdir: Path
 ) -> None:
     if argv[1] in ("bench", "probe", "monitor") or (argv[1] == "bench"):
         pytest.importorskip("torch", reason="bench needs the bench extra")
+    ran = _RAN.setdefault(workdir, set())
+    for i, (earlier_tag, earlier, _) in enumerate(CASES[:index]):
+        if i not in ran and earlier_tag != "lab":  # what a reader would have run first
+            _run(earlier, workdir)
+            ran.add(i)
+    ran.add(index)
     r = _run(argv, workdir)
     assert r.returncode == 0, f"{' '.join(argv)}\n{r.stderr}"
     if expected is not None:

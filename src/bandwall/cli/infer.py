@@ -75,9 +75,15 @@ def infer_tables(result: Inference) -> list[Table]:
         else "offline (maximum throughput)"
     )
     if m["scenario"] == "server":
-        # the cap is what the engine may batch; Little's law gives what it holds on average
-        held = m["request_rate_per_s"] / max(m["replicas"], 1) * m["request_s"]
-        layout = f"{_layout(m)} sequences at most per replica, {held:,.3g} held on average"
+        # the cap is what the engine may batch; Little's law gives what it holds on average,
+        # in its slots and waiting for one (the sum read as more than the cap, fuzz 20, D1)
+        per_s = m["request_rate_per_s"] / max(m["replicas"], 1)
+        waiting = per_s * float(m.get("queue_s") or 0.0)
+        serving = per_s * m["request_s"] - waiting
+        layout = (
+            f"{_layout(m)} sequences at most per replica; on average {serving:,.3g} in its "
+            f"slots, {waiting:,.3g} waiting"
+        )
     else:
         layout = f"{_layout(m)} sequences in flight per replica"
     cap = f", capped at {m['power_cap_W']:,.0f} W" if m.get("power_cap_W") else ""
