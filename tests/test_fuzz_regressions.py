@@ -1498,3 +1498,54 @@ def test_calibrate_refuses_an_archive_as_doctor_does(
     assert out.code == 2 and "is a tar archive: extract it" in out.err, out.err
     out = check(_words("calibrate --from-log run.log --from job.sh --gpus 16 --name t"), capsys)
     assert out.code == 0, out.err
+
+
+def test_torchtitan_degrees_that_do_not_divide_the_gpus_are_named(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A torchtitan TOML with pipeline_parallel_degree 3 and --gpus 16 was told to 'give
+    --gpus' (fuzz round 20, C3): the error names the degree."""
+    toml = '[model]\nname = "llama3"\nflavor = "8B"\n[parallelism]\npipeline_parallel_degree = 3\n'
+    Path("pp3.toml").write_text(toml)
+    out = check(_words("plan --from pp3.toml --gpus 16"), capsys)
+    assert out.code == 2 and "give --gpus" not in out.err, out.err
+    assert "pipeline_parallel_degree" in out.err and "3" in out.err, out.err
+
+
+def test_a_pending_journal_is_named_not_a_readonly_database(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A read-only command on a store with a journal left by an interrupted write said
+    'attempt to write a readonly database' (fuzz round 20, D4): it names the journal and
+    what recovers it, and a writing command does."""
+    import os
+
+    Path("a.log").write_text(nccl_tests_log(nccl_tests_row(1 << 20, 50.0, 20.97, 20.97)))
+    assert check(_words("import nccl-tests a.log --op all_reduce --db j.db"), capsys).code == 0
+    Path("j.db-journal").write_bytes(os.urandom(4096))
+    out = check(_words("results list --db j.db"), capsys)
+    assert out.code == 2 and "rollback journal (j.db-journal)" in out.err, out.err
+    assert check(_words("import nccl-tests a.log --op all_reduce --db j.db"), capsys).code == 0
+    assert check(_words("results list --db j.db"), capsys).code == 0
+
+
+def test_doctor_notes_trace_events_whose_time_it_cannot_read(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A trace whose kernels all have negative durations read as a CPU trace of idle ranks,
+    with no word about the events it dropped (fuzz round 20, C6)."""
+    events = []
+    for s in range(5):
+        t0 = s * 100_000
+        events += [
+            {"ph": "X", "name": f"ProfilerStep#{s}", "cat": "user_annotation", "ts": t0,
+             "dur": 90_000, "pid": 0, "tid": 1},
+            {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": t0 + 200,
+             "dur": -50_000, "pid": 1, "tid": 7, "args": {"stream": 7, "device": 0}},
+        ]  # fmt: skip
+    Path("neg.json").write_text(json.dumps({"traceEvents": events}))
+    out = check(_words("doctor neg.json --json"), capsys)
+    assert out.code in (0, 1), out.err
+    text = json.dumps(json.loads(out.out))
+    assert "5 events with a negative, non-finite or missing time left out" in text, text
+    assert "no GPU kernel was readable" in text

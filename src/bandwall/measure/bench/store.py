@@ -314,6 +314,13 @@ class Store:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
             text = "not a bandwall results database (file is not SQLite or is corrupt)"
+        journal = self.path.with_name(self.path.name + "-journal")
+        if self.readonly and "readonly database" in text and journal.exists():
+            # a read-only open must roll a hot journal back and cannot (fuzz round 20, D4)
+            text = (
+                f"a rollback journal ({journal.name}) from an interrupted write is pending: "
+                "run a command that writes to it (bench, import) once to recover it"
+            )
         return ConfigError(f"{str(self.path)!r}: {text}", field="db")
 
     def _check_schema(self) -> set[str]:

@@ -229,6 +229,8 @@ class RankTrace:
     evidence."""
     steps: list[StepStats] = field(default_factory=list)
     truncated: str | None = None
+    unusable: int = 0
+    """Complete events left out for a negative, non-finite or missing start or duration."""
     collectives: dict[str, float] = field(default_factory=dict)
     """Collective name -> seconds of it inside the analysed steps (union per name)."""
 
@@ -367,7 +369,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
     k_corr = {"comp": array("q"), "comm": array("q"), "other": array("q")}
     launches_corr, launches_ts = array("q"), array("d")
     names: dict[str, _Intervals] = {}
-    events = used = 0
+    events = used = unusable = 0
     truncated = None
     with open_text(src) as fh:
         try:
@@ -384,6 +386,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
                 cat = str(item.get("cat", ""))
                 ts, dur = _num(item.get("ts")), _num(item.get("dur", 0.0))
                 if ts is None or dur is None or dur < 0:
+                    unusable += 1
                     continue
                 used += 1
                 if (m := _STEP.match(name)) is not None and not cat.startswith("gpu"):
@@ -441,6 +444,7 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
         events=events,
         used=used,
         truncated=truncated,
+        unusable=unusable,
     )
     steps.sort(key=lambda s: s[1])
     if not steps:
@@ -640,6 +644,12 @@ def analyze_job(paths: list[str | Path], chunk: int = CHUNK_CHARS) -> JobTrace:
     for r in ranks:
         if r.truncated:
             job.notes.append(r.truncated)
+        if r.unusable:
+            # left out silently, a trace of unreadable kernels read as idle ranks (fuzz 20, C6)
+            job.notes.append(
+                f"{r.source}: {r.unusable:,} events with a negative, non-finite or missing "
+                "time left out" + ("; no GPU kernel was readable" if r.device == "cpu" else "")
+            )
         if not r.steps:
             job.notes.append(
                 f"{r.source}: no ProfilerStep#N events ({r.events:,} events read): record with "

@@ -311,6 +311,28 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
             defaults.append(
                 Default("global_batch", local * dp, f"torchtitan's defaults: {why}", FMT)
             )
+    elif gpus is not None:
+        # the GPU count was given and the other degrees do not divide it: 'give --gpus'
+        # answered a user who had (fuzz round 20, C3)
+        taken = [
+            k
+            for k in (
+                "parallelism.tensor_parallel_degree",
+                "parallelism.pipeline_parallel_degree",
+                "parallelism.context_parallel_degree",
+                "parallelism.data_parallel_replicate_degree",
+            )
+            if k in values
+        ]
+        mapped.problems.append(
+            Problem(
+                "gpus",
+                f"the other degrees take {replicate * model_ranks:,} GPUs, which do not divide "
+                f"the job's {int(gpus):,}: data_parallel_shard_degree = -1 shards over what "
+                "they leave (torchtitan asserts the product matches)",
+                values.src(taken[0]) if taken else None,
+            )
+        )
     else:
         mapped.problems.append(
             Problem(
