@@ -383,22 +383,6 @@ def is_gzip(path: str | os.PathLike[str]) -> bool:
         return False
 
 
-__all__ = [
-    "MAX_INPUT_BYTES",
-    "MAX_LINE_CHARS",
-    "atomic_output",
-    "check_input",
-    "check_output",
-    "is_gzip",
-    "iter_chunks",
-    "iter_lines",
-    "open_text_stream",
-    "read_bytes",
-    "read_text",
-    "write_output",
-]
-
-
 _ARCHIVES = (
     (b"BZh", "a bzip2 file: decompress it first (bunzip2), or gzip it"),
     (b"\xfd7zXZ\x00", "an xz file: decompress it first (unxz), or gzip it"),
@@ -407,23 +391,46 @@ _ARCHIVES = (
 )
 
 
+def read_head(
+    path: str | os.PathLike[str], size: int, *, field: str, decompress: bool = True
+) -> bytes:
+    """The first `size` bytes of the (decompressed) content, reading no further."""
+    head = b""
+    for chunk in iter_chunks(path, field=field, decompress=decompress):
+        head += chunk
+        if len(head) >= size:
+            break
+    return head[:size]
+
+
 def archive_kind(path: str | os.PathLike[str], *, field: str) -> str | None:
     """What archive the file is, with what to do about it; None for anything else (a gzipped
     text file is read through; a gzipped tar is an archive). doctor and calibrate --from-log
     both ask: calibrate read a .tar.gz as text and fitted the lines between its headers (fuzz
     round 20, C7)."""
-    head = b""
-    for chunk in iter_chunks(path, field=field, decompress=False):
-        head = chunk[:8]
-        break
+    head = read_head(path, 8, field=field, decompress=False)
     for magic, what in _ARCHIVES:
         if head.startswith(magic):
             return what
-    block = b""
-    for chunk in iter_chunks(path, field=field):
-        block += chunk
-        if len(block) >= 512:
-            break
-    if block[257:262] == b"ustar":  # POSIX tar: 'ustar' at byte 257 of the first block
+    # POSIX tar: 'ustar' at byte 257 of the first block
+    if read_head(path, 512, field=field)[257:262] == b"ustar":
         return "a tar archive: extract it and give its folder"
     return None
+
+
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "MAX_LINE_CHARS",
+    "archive_kind",
+    "atomic_output",
+    "check_input",
+    "check_output",
+    "is_gzip",
+    "iter_chunks",
+    "iter_lines",
+    "open_text_stream",
+    "read_bytes",
+    "read_head",
+    "read_text",
+    "write_output",
+]

@@ -749,19 +749,21 @@ def _batching(
     # 4x its prefill at b = 2 and tokens/s down 46% from b = 1 to 8, fuzz round 20, B2)
     base = stage(d.b, others / chunks)
     admit = stage(d.b, (others + 1.0) / chunks)
-    own_prefill = chunks * d.pp * admit.total_s
+
+    def in_slot_s(carrying: PassTerms) -> Any:
+        """A prompt's time in its slot to its first token: the `chunks` iterations that
+        carry it (its prefill alone at b = 1), its hops and the request's fixed cost."""
+        own = np.where(d.b > 1, chunks * d.pp * carrying.total_s, d.pp * alone.total_s)
+        return own + hops.per_prompt_s + opt.calibration.request_overhead_s
+
     wait = np.where(d.b > 1, 0.5 * cycle, 0.0)
-    held = np.where(d.b > 1, own_prefill, d.pp * alone.total_s) + hops.per_prompt_s
-    held = held + opt.calibration.request_overhead_s
-    first = wait + held
+    first = wait + in_slot_s(admit)
     # A closed loop (what tokens/s prices) refills a slot at the iteration that frees it, so
     # the b - 1 others restart staggered, (b - 1)/o of them per iteration, the first one's
     # too; the size-biased b/o above is what a Poisson arrival meets. With it, o = 2 at b = 2
     # counted 1.5 other prompts per life for the 1 there is: tokens/s 9% under b = 1's
     # (fuzz round 20, B2)
-    steady = stage(d.b, ((d.b - 1.0) / d.output + 1.0) / chunks)
-    life = np.where(d.b > 1, chunks * d.pp * steady.total_s, d.pp * alone.total_s)
-    life = life + hops.per_prompt_s + opt.calibration.request_overhead_s
+    life = in_slot_s(stage(d.b, ((d.b - 1.0) / d.output + 1.0) / chunks))
     # per prompt token at the operating point, over a whole chunk: from the b/o share of a
     # prompt alone (0.003 of one at b = 1) the fixed per-pass costs made it ~100x too large,
     # and TTFT p99 fell as the rate rose (fuzz round 18, C2)

@@ -233,13 +233,18 @@ FP8_WEIGHT_WORDS = (
 
 def _fp8_weights(row: dict[str, str]) -> bool:
     """The row states fp8 weight storage (and says nothing against it)."""
-    text = " ".join(_cell(row, k) for k in ("fp8_recipe", "notes")).lower()
-    return "no fp8 param" not in text and any(word in text for word in FP8_WEIGHT_WORDS)
+    cells = ("fp8_recipe", "notes")
+    return _states(row, FP8_WEIGHT_WORDS, cells) and not _states(row, ("no fp8 param",), cells)
 
 
-def _states(row: dict[str, str], words: tuple[str, ...]) -> bool:
-    """The row's notes, stack version or source name one of `words` (lower case)."""
-    text = " ".join(_cell(row, k) for k in ("notes", "stack_version", "source")).lower()
+def _states(
+    row: dict[str, str],
+    words: tuple[str, ...],
+    cells: tuple[str, ...] = ("notes", "stack_version", "source"),
+) -> bool:
+    """The row's `cells` (its notes, stack version or source) name one of `words` (lower
+    case)."""
+    text = " ".join(_cell(row, k) for k in cells).lower()
     return any(word in text for word in words)
 
 

@@ -30,7 +30,13 @@ from bandwall.measure.doctor.formats import formats
 from bandwall.measure.doctor.job import MAX_BUSBW_GBPS, Input, Job, TestBlock
 from bandwall.measure.doctor.nccl_log import NcclLog
 from bandwall.measure.doctor.rules import BY_CODE, RULES, Severity
-from bandwall.safeio import archive_kind, check_input, checked_path, iter_chunks, iter_lines
+from bandwall.safeio import (
+    archive_kind,
+    check_input,
+    checked_path,
+    iter_lines,
+    read_head,
+)
 
 SNIFF_BYTES = 1 << 16
 #: Findings about the communication path: fixing one speeds communication up.
@@ -297,12 +303,7 @@ _FAILURE_WORDS = re.compile(r"WARN|ERROR|rror|fail|Fail|timeout|Timeout|abort|Ab
 def sniff(path: Path) -> tuple[str, str]:
     """('trace'|'json'|'binary'|'text', the decoded first 64 KiB). One NUL byte does not make
     a log binary: only a file whose start is mostly control bytes is."""
-    head = b""
-    for chunk in iter_chunks(path, field="paths"):
-        head += chunk
-        if len(head) >= SNIFF_BYTES:
-            break
-    head = head[:SNIFF_BYTES]
+    head = read_head(path, SNIFF_BYTES, field="paths")
     text = head.decode("utf-8", errors="replace")
     start = text.lstrip()
     if '"traceEvents"' in start[:4096] or (re.match(r'\[\s*\{\s*"', start) and '"ph"' in start):
@@ -323,16 +324,9 @@ DETECT_BYTES = 4 << 20
 
 
 def _detect_sample(path: Path) -> str:
-    head = b""
-    for chunk in iter_chunks(path, field="paths"):
-        head += chunk
-        if len(head) >= DETECT_BYTES:
-            break
-    return head[:DETECT_BYTES].decode("utf-8", errors="replace")
+    return read_head(path, DETECT_BYTES, field="paths").decode("utf-8", errors="replace")
 
 
-#: Archives doctor does not open (gzip it reads), by their magic bytes, so the note says what
-#: to do rather than "a binary file" (fuzz round 19, D6).
 def _read(path: Path, job: Job) -> None:
     item = Input(str(path))
     job.inputs.append(item)
@@ -341,7 +335,8 @@ def _read(path: Path, job: Job) -> None:
         item.kinds.append("trace")
         job.trace_paths.append(str(path))
         return
-    archive = archive_kind(path, field="paths") if kind != "trace" else None
+    # an archive doctor does not open (gzip it reads): say what to do, not "a binary file"
+    archive = archive_kind(path, field="paths")
     if archive is not None:
         item.notes.append(f"not understood: {archive}")
         return

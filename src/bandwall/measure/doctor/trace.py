@@ -241,18 +241,20 @@ class RankTrace:
     def total(self, attr: str) -> float:
         return float(sum(getattr(s, attr) for s in self.steps))
 
-    @property
-    def exposed_share(self) -> float:
+    def share(self, attr: str) -> float:
         """Per-step medians, as the times beside it are: a share of totals (the last step cut
         at its last event included) read 11% beside 9.8 ms of a 100 ms step (fuzz round 19,
         C2)."""
         step = self.median("step_s")
-        return self.median("exposed_s") / step if step > 0 else 0.0
+        return self.median(attr) / step if step > 0 else 0.0
+
+    @property
+    def exposed_share(self) -> float:
+        return self.share("exposed_s")
 
     @property
     def idle_share(self) -> float:
-        step = self.median("step_s")
-        return self.median("idle_s") / step if step > 0 else 0.0
+        return self.share("idle_s")
 
 
 # --- interval arithmetic ---------------------------------------------------------------------

@@ -61,6 +61,8 @@ GATED = frozenset(
         "glm4",
         "ernie4_5",
         "hunyuan_v1_dense",
+        "mt5",  # feed_forward_proj defaults to gated-gelu (transformers' MT5Config, UMT5Config)
+        "umt5",
     ]
 )
 NOT_GATED = frozenset(
@@ -215,7 +217,7 @@ def _gated_mlp(values: Values, mapped: Mapped, kind: str, act: str) -> None:
         # default: flan-T5 XL was priced at 1.94B of its 2.85B (fuzz round 20, B4)
         gated = str(proj).strip().lower().startswith("gated-")
         mapped.assigns.append(values.assign("gated_mlp", gated, "feed_forward_proj"))
-    elif kind in ("mt5", "umt5") or kind in GATED:
+    elif kind in GATED:
         mapped.assigns.append(values.assign("gated_mlp", True, "model_type"))
     elif kind in NOT_GATED:
         mapped.assigns.append(values.assign("gated_mlp", False, "model_type"))
@@ -234,26 +236,26 @@ def _gated_mlp(values: Values, mapped: Mapped, kind: str, act: str) -> None:
 
 def _decoder_stack(values: Values, mapped: Mapped, kind: str) -> None:
     """An encoder-decoder's layers are both stacks."""
-    decoder = values.get("num_decoder_layers")
-    if decoder is None and kind in T5_FAMILY:
-        # t5-base's own config.json has no num_decoder_layers: its decoder was dropped and
-        # 134M of its 223M priced (fuzz round 20, B4)
-        for a in mapped.assigns:
-            if a.field == "layers":
-                a.value = 2 * int(a.value)
-                a.note = (
-                    "encoder and decoder layers together (num_decoder_layers defaults to "
-                    "num_layers); cross-attention is not priced"
-                )
-    if decoder is not None:
-        # T5/BART-style: an encoder and a decoder stack; the decoder's was dropped as "not part
-        # of the model's shape" and half the model priced (fuzz round 19, B6)
-        stacks = values.convert("num_decoder_layers", positive_int)
-        for a in mapped.assigns:
-            if a.field == "layers":
-                a.value = int(a.value) + stacks
-                a.sources = (*a.sources, values.src("num_decoder_layers"))
-                a.note = "encoder and decoder layers together; cross-attention is not priced"
+    given = "num_decoder_layers" in values
+    if not given and kind not in T5_FAMILY:
+        return
+    for a in mapped.assigns:
+        if a.field != "layers":
+            continue
+        if given:
+            # T5/BART-style: the decoder's stack was dropped as "not part of the model's
+            # shape" and half the model priced (fuzz round 19, B6)
+            a.value = int(a.value) + values.convert("num_decoder_layers", positive_int)
+            a.sources = (*a.sources, values.src("num_decoder_layers"))
+            a.note = "encoder and decoder layers together; cross-attention is not priced"
+        else:
+            # t5-base's own config.json has no num_decoder_layers (T5Config defaults it to
+            # num_layers): its decoder was dropped and 134M of its 223M priced (fuzz 20, B4)
+            a.value = 2 * int(a.value)
+            a.note = (
+                "encoder and decoder layers together (num_decoder_layers defaults to "
+                "num_layers); cross-attention is not priced"
+            )
 
 
 SPEC = FormatSpec(
