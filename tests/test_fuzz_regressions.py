@@ -1186,6 +1186,30 @@ def test_doctor_reads_a_training_log_past_a_long_preamble(
     assert "6 step(s)" in report["inputs"][0]["notes"][0], report["inputs"]
 
 
+def test_doctor_finds_a_training_log_that_starts_past_its_detection_sample(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the 4 MiB detection sample the same log was 'nothing understood' (exit 2) while
+    calibrate read it (fuzz round 20, C1): the later lines are shown to the detectors a
+    window at a time, and the format starts where it is found. (Sample and window are made
+    small here so the file is 0.5 MB, not 5.)"""
+    from bandwall.measure.doctor import diagnosis
+
+    monkeypatch.setattr(diagnosis, "DETECT_BYTES", 1 << 18)
+    monkeypatch.setattr(diagnosis.LateDetection, "WINDOW_CHARS", 1 << 16)
+    detect_bytes = diagnosis.DETECT_BYTES
+    line = "  > building train, validation, and test datasets ... shard {:07d}\n"
+    n = detect_bytes // len(line.format(0)) + 2_000
+    pre = "".join(line.format(i) for i in range(n))
+    Path("late.log").write_text(_megatron_log([20000, 20400, 19600, 20200, 19800, 20000], pre))
+    assert Path("late.log").stat().st_size > detect_bytes + (1 << 17)
+    out = check(_words("doctor late.log --json"), capsys)
+    assert out.code in (0, 1), out.err
+    report = json.loads(out.out)
+    assert report["inputs"][0]["kinds"] == ["training-log"], report["inputs"]
+    assert "6 step(s)" in report["inputs"][0]["notes"][0], report["inputs"]
+
+
 def test_a_size_repeated_in_one_nccl_tests_block_is_kept_as_its_spread(
     capsys: pytest.CaptureFixture[str], sandbox: Sandbox
 ) -> None:

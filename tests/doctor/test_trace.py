@@ -170,3 +170,49 @@ def test_random_event_order_gives_the_same_steps(tmp_path: Path) -> None:
     shuffled.write_text(json.dumps(data))
     a, b = analyze_trace(path), analyze_trace(shuffled)
     assert [round(s.exposed_s, 9) for s in a.steps] == [round(s.exposed_s, 9) for s in b.steps]
+
+
+def _gpu_trace(steps: int) -> dict[str, Any]:
+    """Per 100 ms step: a 50 ms GEMM from 0.2 ms and a 20 ms all-reduce from 40 ms."""
+    ev: list[dict[str, Any]] = []
+    for s in range(steps):
+        t0 = s * 100_000
+        ev += [
+            {"ph": "X", "name": f"ProfilerStep#{s}", "cat": "user_annotation", "ts": t0,
+             "dur": 90_000, "pid": 0, "tid": 1},
+            {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": t0 + 200,
+             "dur": 50_000, "pid": 1, "tid": 7},
+            {"ph": "X", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "cat": "kernel",
+             "ts": t0 + 40_000, "dur": 20_000, "pid": 1, "tid": 8},
+        ]  # fmt: skip
+    return {"traceEvents": ev, "distributedInfo": {"rank": 0, "world_size": 8}}
+
+
+def test_gpu_steps_by_hand_and_the_step_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each step runs from its first kernel to the next step's (the last to its own last
+    kernel end): 100 ms, compute 50, comm 20 of which 10.2 overlap, idle 40.2. A trace of
+    200,000 steps took past 30 s (fuzz round 20, A2): the steps are one sorted slice each
+    now, and only the first MAX_STEPS are analysed, the last of them still ending where the
+    next begins."""
+    from bandwall.measure.doctor import trace as tr
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(_gpu_trace(5)))
+    full = analyze_trace(path)
+    assert [round(s.step_s * 1e3, 6) for s in full.steps] == [100.0] * 4 + [59.8]
+    first = full.steps[0]
+    assert (first.compute_s, first.comm_s) == pytest.approx((0.050, 0.020))
+    assert (first.overlap_s, first.exposed_s) == pytest.approx((0.0102, 0.0098))
+    assert first.idle_s == pytest.approx(0.0402)  # busy 0.2-60 ms
+    assert full.steps_found == 5
+    monkeypatch.setattr(tr, "MAX_STEPS", 3)
+    capped = analyze_trace(path)
+    assert capped.steps_found == 5
+    assert [s.step for s in capped.steps] == [0, 1, 2]
+    assert capped.steps == full.steps[:3]  # step 2 ends at step 3's first kernel, not its own
+    assert capped.collectives["AllReduce"] == pytest.approx(3 * 0.020)
+    report = diagnose([str(path)])
+    notes = " ".join(report.inputs[0].notes)
+    assert "3 step(s) (the first 3 of 5 analysed)" in notes, notes

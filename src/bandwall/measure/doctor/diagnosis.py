@@ -26,7 +26,7 @@ from bandwall.measure.doctor import (
 )
 from bandwall.measure.doctor.detectors import DETECTORS, leftovers
 from bandwall.measure.doctor.evidence import Confidence, Hit, Line
-from bandwall.measure.doctor.formats import formats
+from bandwall.measure.doctor.formats import Format, formats
 from bandwall.measure.doctor.job import MAX_BUSBW_GBPS, Input, Job, TestBlock
 from bandwall.measure.doctor.nccl_log import NcclLog
 from bandwall.measure.doctor.rules import BY_CODE, RULES, Severity
@@ -327,6 +327,37 @@ def _detect_sample(path: Path) -> str:
     return read_head(path, DETECT_BYTES, field="paths").decode("utf-8", errors="replace")
 
 
+class LateDetection:
+    """Shows windows of a file's later lines to the detectors that rejected its sample; a
+    format found in a window starts there, fed that window's lines first. One detector call
+    per window (1 MiB), so the cost stays per byte, not per line."""
+
+    WINDOW_CHARS = 1 << 20
+
+    def __init__(self, candidates: list[Format], source: str) -> None:
+        self.formats = list(candidates)
+        self._source = source
+        self._lines: list[tuple[int, str]] = []
+        self._chars = 0
+
+    def feed(self, number: int, line: str) -> list[tuple[Format, Any]]:
+        self._lines.append((number, line))
+        self._chars += len(line)
+        return self.flush() if self._chars >= self.WINDOW_CHARS else []
+
+    def flush(self) -> list[tuple[Format, Any]]:
+        window, lines = "".join(t for _, t in self._lines), self._lines
+        self._lines, self._chars = [], 0
+        found = []
+        for fmt in [f for f in self.formats if f.detect(window)]:
+            parser = fmt.start(self._source)
+            for n, t in lines:
+                parser.feed(n, t)
+            found.append((fmt, parser))
+            self.formats.remove(fmt)
+        return found
+
+
 def _read(path: Path, job: Job) -> None:
     item = Input(str(path))
     job.inputs.append(item)
@@ -353,19 +384,16 @@ def _read(path: Path, job: Job) -> None:
     if len(sample.encode("utf-8", errors="replace")) >= SNIFF_BYTES:
         sample = _detect_sample(path)
     active = [(fmt, fmt.start(str(path))) for fmt in formats() if fmt.detect(sample)]
-    first_line = ""
-    skipped = 0
-    for number, line in enumerate(iter_lines(path, field="paths"), 1):
-        if number > MAX_READ_LINES:  # failure lines too: 20 M WARN lines are a time bomb
-            item.notes.append(f"read stopped at line {MAX_READ_LINES:,}")
-            break
-        if not first_line and line.strip():
-            first_line = line.strip()
-        if number > FULL_READ_LINES and not _FAILURE_WORDS.search(line):
-            skipped += 1  # past the budget only lines that report a failure are parsed
-            continue
-        for _, parser in active:
-            parser.feed(number, line)
+    # a format its detector did not see in the sample may start later in a long file (a
+    # Megatron job's NCCL INFO and data-loader lines can pass 4 MiB before iteration 1;
+    # fuzz round 20, C1): each later window of lines is shown to those detectors once
+    late = LateDetection(
+        [f for f in formats() if not f.detect(sample)]
+        if len(sample.encode("utf-8", errors="replace")) >= DETECT_BYTES
+        else [],
+        str(path),
+    )
+    first_line, skipped = _stream(path, item, active, late)
     if skipped:
         item.notes.append(
             f"past line {FULL_READ_LINES:,} only failure lines were read ({skipped:,} others "
@@ -379,6 +407,31 @@ def _read(path: Path, job: Job) -> None:
             "not understood: no NCCL debug lines, no nccl-tests table and no profiler trace "
             f"(first line: {first_line[:80]!r})"
         )
+
+
+def _stream(
+    path: Path, item: Input, active: list[tuple[Format, Any]], late: LateDetection
+) -> tuple[str, int]:
+    """Every line to every active parser, within the line budgets; returns the first
+    non-blank line and how many lines past the full-read budget were skipped."""
+    first_line = ""
+    skipped = 0
+    for number, line in enumerate(iter_lines(path, field="paths"), 1):
+        if number > MAX_READ_LINES:  # failure lines too: 20 M WARN lines are a time bomb
+            item.notes.append(f"read stopped at line {MAX_READ_LINES:,}")
+            break
+        if not first_line and line.strip():
+            first_line = line.strip()
+        if number > FULL_READ_LINES and not _FAILURE_WORDS.search(line):
+            skipped += 1  # past the budget only lines that report a failure are parsed
+            continue
+        for _, parser in active:
+            parser.feed(number, line)
+        if late.formats:
+            active += late.feed(number, line)
+    if late.formats:
+        active += late.flush()
+    return first_line, skipped
 
 
 # --- 2. join ------------------------------------------------------------------------------------
@@ -480,7 +533,7 @@ def _layout_or_reason(t: TestBlock, hw: Any, opts: dict[str, Any]) -> Any:
 def _traces(job: Job) -> None:
     if not job.trace_paths:
         return
-    from bandwall.measure.doctor.trace import analyze_job
+    from bandwall.measure.doctor.trace import MAX_STEPS, analyze_job
 
     tr = analyze_job(list(job.trace_paths))
     job.notes.extend(tr.notes)
@@ -501,7 +554,12 @@ def _traces(job: Job) -> None:
             item.notes.append(
                 f"rank {r.rank if r.rank is not None else '?'}"
                 + (f" on {r.host}" if r.host else "")
-                + f", {r.device}, {r.events:,} events, {len(r.steps)} step(s)"
+                + f", {r.device}, {r.events:,} events, {len(r.steps):,} step(s)"
+                + (
+                    f" (the first {MAX_STEPS:,} of {r.steps_found:,} analysed)"
+                    if r.steps_found > MAX_STEPS
+                    else ""
+                )
                 + (" (trace cut short)" if r.truncated else "")
             )
 

@@ -200,9 +200,10 @@ def json_markdown() -> str:
 FORMATS = """\
 ## Adding an input format
 
-Formats are a registry (`bandwall.measure.doctor.formats`): a detector on the file's first
-64 KiB, a streaming parser (`feed(number, line)`, `finish()`) and an `attach(job, result,
-input)` that stores the result on the job. A training-log format is one entry:
+Formats are a registry (`bandwall.measure.doctor.formats`): a detector on the file's start
+(64 KiB, 4 MiB for a longer file, then each later 1 MiB window of lines until it accepts one),
+a streaming parser (`feed(number, line)`, `finish()`) and an `attach(job, result, input)` that
+stores the result on the job. A training-log format is one entry:
 
 ```python
 from bandwall.measure.doctor.formats import Format, register_format
@@ -239,12 +240,13 @@ their ratio. Nothing is assumed: an unknown GPU or network speed leaves the bloc
 Chrome/Kineto JSON from `torch.profiler` (`.json` or `.json.gz`, one file per rank), streamed
 (`json.JSONDecoder.raw_decode` on a 1 MiB buffer over safeio), so a 300 MB trace is analysed in
 bounded memory; a cut or too deeply nested file is analysed up to the break, and fields of the
-wrong type are skipped. Per `ProfilerStep#N` and rank: compute, communication, their overlap,
-exposed communication and idle time (HolisticTraceAnalysis' definitions), and the straggler (the
-rank with the most time outside exposed communication in at least 80% of the steps, by more than
-10% of the step). With `--model` the trace is compared with the planner; `calibrate
---from-trace` refits compute efficiency. HolisticTraceAnalysis itself is not a dependency (about
-100 packages, whole traces in pandas).
+wrong type are skipped. Per `ProfilerStep#N` (the first 10,000 of a longer capture, with a
+note) and rank: compute, communication, their overlap, exposed communication and idle time
+(HolisticTraceAnalysis' definitions), and the straggler (the rank with the most time outside
+exposed communication in at least 80% of the steps, by more than 10% of the step). With
+`--model` the trace is compared with the planner; `calibrate --from-trace` refits compute
+efficiency. HolisticTraceAnalysis itself is not a dependency (about 100 packages, whole traces
+in pandas).
 
 `python -m bandwall.measure.doctor.profile --out DIR` records a few real DDP steps (on a GPU
 node, in the lab, or on loopback with `--local N --straggler RANK:SECONDS`).

@@ -2,8 +2,10 @@
 like me?), a streaming parser and a way to attach what it parsed to the job.
 
 Every text file is read once, line by line through `bandwall.safeio.iter_lines`, and each line
-goes to every format whose detector accepted the file's first 64 KiB (an nccl-tests run with
-NCCL_DEBUG=INFO is both an NCCL log and a results table). Adding a format is one
+goes to every format whose detector accepted the file's start (its first 64 KiB, or 4 MiB
+for a longer file; an nccl-tests run with NCCL_DEBUG=INFO is both an NCCL log and a results
+table). A detector that rejected the start also sees each later 1 MiB window of lines once,
+and its format starts at the window where it accepts one. Adding a format is one
 `register_format` call::
 
     register_format(Format(
@@ -40,7 +42,8 @@ class Format:
 
     name: str
     detect: Callable[[str], bool]
-    """Given the decoded first 64 KiB, whether this format may be in the file."""
+    """Given the decoded start of the file (or a later window of its lines), whether this
+    format may be in it."""
     start: Callable[[str], StreamParser]
     """A fresh parser for the file named by the argument."""
     attach: Callable[[Job, Any, Input], bool]

@@ -54,6 +54,10 @@ _COMM_ANNOTATION = re.compile(r"^(gloo:|nccl:|c10d::|record_param_comms)")
 STRAGGLER_MIN_SHARE = 0.10
 #: and be the slowest rank in at least this share of the steps.
 STRAGGLER_CONSISTENCY = 0.8
+#: At most this many steps of one trace are analysed (the first ones): medians need far
+#: fewer, and a long capture with a short profiler schedule can hold 200,000 (fuzz round 20,
+#: A2: past 30 s). The count found is kept beside them.
+MAX_STEPS = 10_000
 
 
 class TraceTruncatedError(Exception):
@@ -228,6 +232,8 @@ class RankTrace:
     trace with none (empty, cut short before its first event, only metadata) is no
     evidence."""
     steps: list[StepStats] = field(default_factory=list)
+    steps_found: int = 0
+    """ProfilerStep annotations in the file; above `MAX_STEPS` only the first are analysed."""
     truncated: str | None = None
     unusable: int = 0
     """Complete events left out for a negative, non-finite or missing start or duration."""
@@ -298,10 +304,14 @@ def _intersection(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> flo
 
 
 def _clip(u: npt.NDArray[np.float64], lo: float, hi: float) -> npt.NDArray[np.float64]:
+    """The part of a disjoint sorted interval set inside [lo, hi]; found by bisection, so a
+    trace of many steps costs log(n) per step, not n."""
     if not u.size:
         return u
-    keep = (u[:, 1] > lo) & (u[:, 0] < hi)
-    c = u[keep].copy()
+    # disjoint and sorted: starts and ends both increase
+    a = int(np.searchsorted(u[:, 1], lo, side="right"))
+    b = int(np.searchsorted(u[:, 0], hi, side="left"))
+    c = u[a:b].copy()
     if c.size:
         c[:, 0] = np.maximum(c[:, 0], lo)
         c[:, 1] = np.minimum(c[:, 1], hi)
@@ -451,6 +461,9 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
     steps.sort(key=lambda s: s[1])
     if not steps:
         return out
+    out.steps_found = len(steps)
+    # one past the cap, so the last analysed step still ends where the next one begins
+    steps = steps[: MAX_STEPS + 1]
     if len(kern_comp) + len(kern_comm):
         out.device = "gpu"
         lo, hi = _gpu_steps(
@@ -461,8 +474,9 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
         compute = cpu_ops.get(main, _Intervals()).union()
         comm = gloo.union()
         empty = np.empty((0, 2))
-        out.steps = [_step_stats(n, a, b, compute, comm, empty) for n, a, b, *_ in steps]
-        lo, hi = steps[0][1], max(s[2] for s in steps)
+        kept = steps[:MAX_STEPS]
+        out.steps = [_step_stats(n, a, b, compute, comm, empty) for n, a, b, *_ in kept]
+        lo, hi = kept[0][1], max(s[2] for s in kept)
     # a step must last a positive, finite time: odd traces (clock jumps) give none to print
     out.steps = [s for s in out.steps if math.isfinite(s.step_s) and s.step_s > 0]
     for name, iv in names.items():
@@ -535,22 +549,36 @@ def _gpu_steps(
     for iv, key in zip(kernels, ("comp", "comm", "other"), strict=True):
         s = np.frombuffer(iv.s, dtype=np.float64)
         e = np.frombuffer(iv.e, dtype=np.float64)
-        groups.append((s, e, step_of(iv, k_corr[key])))
+        idx = step_of(iv, k_corr[key])
+        # sorted by step once, so each step's kernels are one slice: linear in kernels, not
+        # steps x kernels (a 200,000-step capture took minutes)
+        order = np.argsort(idx, kind="stable")
+        idx = idx[order]
+        bounds = np.searchsorted(idx, np.arange(len(steps) + 1), side="left")
+        groups.append((s[order], e[order], bounds))
     first = np.full(len(steps), np.inf)
     last = np.full(len(steps), -np.inf)
-    for s, e, idx in groups:
-        for i in range(len(steps)):
-            sel = idx == i
-            if np.any(sel):
-                first[i] = min(first[i], float(s[sel].min()))
-                last[i] = max(last[i], float(e[sel].max()))
+    for s, e, bounds in groups:
+        for k in np.flatnonzero(bounds[1:] > bounds[:-1]).tolist():
+            a, b = int(bounds[k]), int(bounds[k + 1])
+            first[k] = min(first[k], float(s[a:b].min()))
+            last[k] = max(last[k], float(e[a:b].max()))
+    # the next step's first kernel, for each step (the step ends where the next one begins)
+    nxt = np.full(len(steps), np.nan)
+    ahead = np.nan
+    for j in range(len(steps) - 1, -1, -1):
+        nxt[j] = ahead
+        if np.isfinite(first[j]):
+            ahead = float(first[j])
     span = (np.inf, -np.inf)
-    for i, (n, *_rest) in enumerate(steps):
+    for i, (n, *_rest) in enumerate(steps[:MAX_STEPS]):  # the one past the cap gave nxt
         if not np.isfinite(first[i]):
             continue
-        nxt = next((first[j] for j in range(i + 1, len(steps)) if np.isfinite(first[j])), None)
-        hi = float(nxt) if nxt is not None else float(last[i])
-        unions = [_union(s[idx == i], e[idx == i]) for s, e, idx in groups]
+        hi = float(nxt[i]) if np.isfinite(nxt[i]) else float(last[i])
+        unions = [
+            _union(s[bounds[i] : bounds[i + 1]], e[bounds[i] : bounds[i + 1]])
+            for s, e, bounds in groups
+        ]
         out.steps.append(_step_stats(n, float(first[i]), hi, *unions))
         span = (min(span[0], float(first[i])), max(span[1], hi))
     return span
