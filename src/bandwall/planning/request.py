@@ -714,7 +714,8 @@ class InferRequest(PlanRequest):
     )
     """p99 time-to-first-token target the search must meet, ms (unset: none)."""
     static_batch: bool = Field(default=False, json_schema_extra=_meta("serving"))
-    """Static batching (all sequences start and end together) instead of continuous."""
+    """Static batching (all sequences start and end together) instead of continuous; offline
+    only (arrivals waiting for a running batch to end are not modelled)."""
     spread_sites: bool = Field(default=False, json_schema_extra=_meta("serving"))
     """Put consecutive pipeline stages in different sites (Petals-style serving)."""
     remote_client: bool = Field(default=False, json_schema_extra=_meta("serving"))
