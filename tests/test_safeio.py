@@ -29,6 +29,26 @@ def test_lines_are_streamed_cut_and_cleaned(tmp_path: Path) -> None:
     assert lines[2].endswith("end") and "\ufffd" in lines[2]
 
 
+def test_lf_crlf_and_a_lone_cr_each_end_a_line_wherever_they_are(tmp_path: Path) -> None:
+    """Universal newlines, as `str.splitlines`: a log opening with more than a chunk of CR-only
+    progress frames was split on CR throughout, its later LF lines merged (fuzz round 21,
+    B3). A CRLF split across two chunks is one line end, not two."""
+    from bandwall import safeio
+
+    frames = b"".join(b"\rDownloading: %3d%%" % (i % 100) for i in range(8_000))  # ~150 KB
+    body = b"NCCL INFO one\nNCCL INFO two\r\nthree\rfour"
+    p = tmp_path / "bar.log"
+    p.write_bytes(frames + b"\n" + body)
+    lines = list(iter_lines(p, field="log"))
+    assert lines[-4:] == ["NCCL INFO one", "NCCL INFO two", "three", "four"]
+    assert lines == (frames + b"\n" + body).decode().splitlines()
+    # a CRLF straddling a chunk boundary
+    chunk = len(next(safeio.iter_chunks(p, field="log")))
+    q = tmp_path / "edge.log"
+    q.write_bytes(b"a" * (chunk - 1) + b"\r\nb\r")
+    assert list(iter_lines(q, field="log", max_line_chars=chunk)) == ["a" * (chunk - 1), "b"]
+
+
 def test_gzip_is_read_and_a_bomb_stops_at_the_cap(tmp_path: Path) -> None:
     p = tmp_path / "log.gz"
     p.write_bytes(gzip.compress(b"line one\nline two\n"))

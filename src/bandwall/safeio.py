@@ -247,15 +247,22 @@ def iter_lines(
     decompress: bool = True,
 ) -> Iterator[str]:
     """Text lines without their newline, streamed: UTF-8 with bad bytes and NULs replaced, each
-    line cut at `max_line_chars`, memory bounded by one chunk plus one line."""
+    line cut at `max_line_chars`, memory bounded by one chunk plus one line.
+
+    Universal newlines, as Python's text files: LF, CRLF and a lone CR each end a line wherever
+    they occur (old Mac files; progress bars that redraw with CR). The line end was once chosen
+    from the first chunk, so a log opening with 64 KiB of CR-only progress frames was split on
+    CR throughout, its later lines merged (fuzz round 21, B3)."""
     pending = b""
-    newline: bytes | None = None
     for chunk in iter_chunks(path, field=field, max_bytes=max_bytes, decompress=decompress):
-        if newline is None:
-            # old Mac line ends (CR only): the whole file read as one line, numbered 0
-            newline = b"\r" if b"\r" in chunk and b"\n" not in chunk else b"\n"
         pending += chunk
-        *lines, pending = pending.split(newline)
+        # a CR at the end of what has arrived may be the first half of a CRLF: keep it back
+        held = pending.endswith(b"\r")
+        if held:
+            pending = pending[:-1]
+        *lines, pending = pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        if held:
+            pending += b"\r"
         for line in lines:
             yield _decode(line, max_line_chars)
         if len(pending) > 4 * max_line_chars:  # a very long line: keep only its head

@@ -216,3 +216,36 @@ def test_gpu_steps_by_hand_and_the_step_cap(
     report = diagnose([str(path)])
     notes = " ".join(report.inputs[0].notes)
     assert "3 step(s) (the first 3 of 5 analysed)" in notes, notes
+
+
+def test_a_trace_whose_events_start_past_the_first_kilobytes_is_a_trace(tmp_path: Path) -> None:
+    """PyTorch 2.x writes schemaVersion, deviceProperties (one entry per GPU) and
+    distributedInfo before traceEvents: past 4 KiB the file was refused as 'JSON without
+    traceEvents' while calibrate --from-trace read it (fuzz round 21, C1)."""
+    props = [{"id": i, "name": "NVIDIA H100 80GB HBM3", "pad": "x" * 9000} for i in range(8)]
+    data = {"schemaVersion": 1, "deviceProperties": props, **_gpu_trace(3)}
+    path = tmp_path / "kineto-rank0.json"
+    path.write_text(json.dumps(data, indent=2))
+    assert path.read_text().index('"traceEvents"') > 1 << 16  # past the whole sniffed head
+    report = diagnose([str(path)])
+    assert report.inputs[0].kinds == ["trace"], report.inputs[0].notes
+
+
+def test_impossible_event_times_are_left_out_and_said(tmp_path: Path) -> None:
+    """Steps of 1e290 µs printed 300-digit step times, and a step ending at 1.7e308 +
+    1.7e308 (inf) was dropped without a word (fuzz round 21, C3 and D1): an event over a week
+    long or a timestamp past 1e18 µs is corrupt, counted and noted, never priced."""
+    data = _gpu_trace(4)
+    data["traceEvents"] += [
+        {"ph": "X", "name": "ProfilerStep#9", "cat": "user_annotation", "ts": 1.7e308,
+         "dur": 1.7e308, "pid": 0, "tid": 1},
+        {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": 500.0, "dur": 1e290,
+         "pid": 1, "tid": 7},
+    ]  # fmt: skip
+    path = tmp_path / "odd-rank0.json"
+    path.write_text(json.dumps(data))
+    r = analyze_trace(path)
+    assert r.unusable == 2 and r.steps_found == 4
+    assert max(s.step_s for s in r.steps) == pytest.approx(0.1)
+    job = analyze_job([path])
+    assert any("2 events" in n and "impossible time" in n for n in job.notes), job.notes

@@ -119,6 +119,29 @@ def test_hf_trainer_header_progress_and_runtime() -> None:
     assert [c[2] for c in log.loss_scale_changes] == [256.0, 128.0]
 
 
+def test_hf_trainer_bars_before_training_are_not_steps() -> None:
+    """The same log behind a tokenizer bar (1,000 examples at 95 it/s) and a checkpoint-shards
+    bar read 14 steps of 10 ms and dropped the real 218 s ones as outliers (fuzz round 21,
+    B1): only the bar counting the header's 4 optimization steps gives steps."""
+    text = (LOGS / "hf_trainer_gpt2_deepspeed_n16.out").read_text()
+    tokenizer = "".join(
+        f"Running tokenizer on dataset: {k * 10:3d}%|#   | {k * 100}/1000 "
+        f"[00:{k:02d}<00:{10 - k:02d}, 95.11it/s]\r"
+        for k in range(1, 11)
+    )
+    shards = "".join(
+        f"Loading checkpoint shards: {k * 25}%|##  | {k}/4 [00:0{k}<00:0{4 - k}, 1.21s/it]\r"
+        for k in range(1, 5)
+    )
+    lines = text.splitlines()
+    log = parse_lines([*lines[:1], tokenizer + "\n", shards + "\n", *lines[1:]])
+    s = summarize(log)
+    assert s.kept == [2, 3, 4] and 219 < (s.step_time_s or 0) < 220
+    notes = " ".join(log.notes)
+    assert "14 updates of other progress bars (Loading checkpoint shards: (4), " in notes
+    assert "Running tokenizer on dataset: (1,000)) not read as steps" in notes, notes
+
+
 @pytest.mark.parametrize(
     ("name", "step_s", "loss"),
     [

@@ -144,7 +144,7 @@ def run(
             for item in diag.job.inputs
             for note in item.notes
             if note.startswith("not understood: ")
-            and ("archive" in note or "decompress" in note or "JSON" in note)
+            and any(w in note for w in ("archive", "decompress", "JSON", "profiler trace"))
         ]
         raise ConfigError(
             f"nothing in {', '.join(paths)} was understood: "

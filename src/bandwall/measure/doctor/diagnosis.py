@@ -300,13 +300,23 @@ MAX_READ_LINES = 10_000_000
 _FAILURE_WORDS = re.compile(r"WARN|ERROR|rror|fail|Fail|timeout|Timeout|abort|Abort|refused")
 
 
+_KINETO_KEYS = re.compile(r'^\{\s*"(schemaVersion|deviceProperties|distributedInfo|traceName)"\s*:')
+
+
 def sniff(path: Path) -> tuple[str, str]:
     """('trace'|'json'|'binary'|'text', the decoded first 64 KiB). One NUL byte does not make
     a log binary: only a file whose start is mostly control bytes is."""
     head = read_head(path, SNIFF_BYTES, field="paths")
     text = head.decode("utf-8", errors="replace")
     start = text.lstrip()
-    if '"traceEvents"' in start[:4096] or (re.match(r'\[\s*\{\s*"', start) and '"ph"' in start):
+    # Kineto writes schemaVersion, deviceProperties (one entry per GPU) and distributedInfo
+    # (every process group's ranks) before traceEvents: past 4 KiB on a multi-node job (fuzz
+    # round 21, C1), past the whole head on a large one
+    if (
+        '"traceEvents"' in start
+        or (start.startswith("{") and _KINETO_KEYS.search(start[:4096]))
+        or (re.match(r'\[\s*\{\s*"', start) and '"ph"' in start)
+    ):
         return "trace", text
     if start.startswith("{") and "NCCL" not in start[:4096]:
         return "json", text
@@ -543,7 +553,10 @@ def _traces(job: Job) -> None:
             item.kinds = [k for k in item.kinds if k != "trace"]
             item.notes.append(
                 f"not understood: a profiler trace with no usable event ({r.events:,} "
-                "event(s) read" + (", the file is cut short" if r.truncated else "") + ")"
+                "event(s) read"
+                + (f", {r.unusable:,} with an impossible time" if r.unusable else "")
+                + (", the file is cut short" if r.truncated else "")
+                + ")"
             )
     if not tr.ranks:
         return

@@ -58,6 +58,11 @@ STRAGGLER_CONSISTENCY = 0.8
 #: fewer, and a long capture with a short profiler schedule can hold 200,000 (fuzz round 20,
 #: A2: past 30 s). The count found is kept beside them.
 MAX_STEPS = 10_000
+#: An event longer than a week, or a timestamp past ±1e18 µs (31,700 years from the epoch),
+#: is corrupt: left out as unusable, not priced (steps of 1e290 µs printed 300-digit times and
+#: an end of 1.7e308 + 1.7e308 overflowed to inf; fuzz round 21, C3 and D1).
+MAX_EVENT_US = 7 * 86_400e6
+MAX_TIMESTAMP_US = 1e18
 
 
 class TraceTruncatedError(Exception):
@@ -397,7 +402,12 @@ def analyze_trace(path: str | Path, chunk: int = CHUNK_CHARS) -> RankTrace:  # n
                 name = str(item.get("name", ""))
                 cat = str(item.get("cat", ""))
                 ts, dur = _num(item.get("ts")), _num(item.get("dur", 0.0))
-                if ts is None or dur is None or dur < 0:
+                if (
+                    ts is None
+                    or dur is None
+                    or not 0 <= dur <= MAX_EVENT_US
+                    or not -MAX_TIMESTAMP_US <= ts <= MAX_TIMESTAMP_US
+                ):
                     unusable += 1
                     continue
                 used += 1
@@ -677,8 +687,9 @@ def analyze_job(paths: list[str | Path], chunk: int = CHUNK_CHARS) -> JobTrace:
         if r.unusable:
             # left out silently, a trace of unreadable kernels read as idle ranks (fuzz 20, C6)
             job.notes.append(
-                f"{r.source}: {r.unusable:,} events with a negative, non-finite or missing "
-                "time left out" + ("; no GPU kernel was readable" if r.device == "cpu" else "")
+                f"{r.source}: {r.unusable:,} events with a negative, non-finite, missing or "
+                "impossible time (over a week long, or past 1e18 µs) left out"
+                + ("; no GPU kernel was readable" if r.device == "cpu" else "")
             )
         if not r.steps:
             job.notes.append(

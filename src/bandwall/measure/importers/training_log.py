@@ -23,6 +23,7 @@ become one step. Nothing here knows the model: `run_compare` joins a log with a 
 
 from __future__ import annotations
 
+import collections
 import math
 import re
 import statistics
@@ -55,6 +56,8 @@ _DS_TIMES = re.compile(r"^\s*time \(ms\)\s*\|")
 _TQDM = re.compile(
     rf"(\d{{1,12}})/(\d{{1,12}})\s\[[\d:]{{1,12}}<[\d:?]{{1,12}},\s{{0,5}}({_NUM})(s/it|it/s)"
 )
+#: What follows a tqdm bar's description: ' 25%|##   | ' (the percentage and the bar).
+_BAR_DESC = re.compile(r"\s*\d{1,3}%\|[^|]{0,200}\|\s*$")
 _POSTFIX = re.compile(rf"\b([a-z_]{{1,40}})=({_NUM})")
 _HF_DICT = re.compile(r"^\s*\{'(?:loss|train_runtime|eval_loss)'")
 _HF_HEADER = re.compile(
@@ -94,6 +97,8 @@ class Step:
     timestamp: float | None = None
     terms_s: dict[str, float] = field(default_factory=dict)
     """Per-phase times the framework timed (DeepSpeed wall_clock_breakdown)."""
+    bar: tuple[str, int] | None = None
+    """The tqdm bar this step was read from: its description and N ('desc: 25%|##| n/N')."""
 
 
 @dataclass
@@ -254,7 +259,9 @@ def _progress(line: str, number: int, rank: int | None, log: TrainingLog) -> lis
         done, rate, unit = int(m.group(1)), _num(m.group(3)), m.group(4)
         if rate <= 0 or done == 0:
             continue
-        s = Step(done, number, rank)
+        # one bar across epochs: Lightning's 'Epoch 3:' is the training bar as 'Epoch 0:' was
+        desc = re.sub(r"\d+", "#", _BAR_DESC.sub("", segment[: m.start()]).strip())
+        s = Step(done, number, rank, bar=(desc[:80], int(m.group(2))))
         s.step_time_s = rate if unit == "s/it" else 1 / rate
         for key, value in _POSTFIX.findall(segment[m.end() :]):
             if key in ("reduced_train_loss", "loss") and s.loss is None:
@@ -342,6 +349,7 @@ class LogParser:
 
     def finish(self) -> TrainingLog:
         log = self.log
+        _training_bar(log)
         _memory_lines(log)
         _skipped_intervals(log)
         if self._kinds:
@@ -356,6 +364,33 @@ def parse_lines(lines: Iterable[str], path: str = "<log>") -> TrainingLog:
     for number, raw in enumerate(lines, 1):
         parser.feed(number, raw)
     return parser.finish()
+
+
+def _training_bar(log: TrainingLog) -> None:
+    """Keep the steps of the training loop's progress bar only. HF logs draw other bars
+    first (tokenising, loading checkpoint shards, downloads), whose frames read as steps of
+    10 ms, and the real 218 s steps were then dropped as outliers (fuzz round 21, B1). The
+    training bar counts the header's 'Total optimization steps' and has no description
+    (other bars name their work); without a header, it is the bar whose frames carry a
+    loss, else the one with the most updates."""
+    bars = [s.bar for s in log.steps if s.bar is not None]
+    counts = collections.Counter(bars)
+    if len(counts) < 2:
+        return
+    total = log.header.get("Total optimization steps")
+    with_loss = {s.bar for s in log.steps if s.bar is not None and s.loss is not None}
+    want = max(
+        counts,
+        key=lambda b: (b[1] == total, b in with_loss, not b[0], counts[b], b[1]),
+    )
+    others = sorted(b for b in counts if b != want)
+    log.steps = [s for s in log.steps if s.bar in (None, want)]
+    named = ", ".join(f"{b[0] or 'untitled'} ({b[1]:,})" for b in others[:3])
+    log.notes.append(
+        f"{sum(counts[b] for b in others):,} updates of other progress bars ({named}"
+        f"{', ...' if len(others) > 3 else ''}) not read as steps: the training bar counts "
+        f"{want[1]:,}"
+    )
 
 
 def _hf_dict(line: str, number: int, log: TrainingLog) -> None:
