@@ -343,10 +343,10 @@ def _candidates(
     """(tp, pp, concurrency per replica) of every candidate, and the layout each belongs to:
     the grid up to `cap`, and each layout's memory-bound cap when it falls between steps."""
     rows, owner = [], []
-    grid = [float(req.concurrency)] if req.concurrency is not None else _batch_grid(cap)
+    caps = [float(req.concurrency)] if req.concurrency is not None else _batch_grid(cap)
     for i, lay in enumerate(layouts):
         extra = memory_caps[i] if memory_caps else 0.0
-        batches = [*grid, extra] if extra >= 1 and extra not in grid else grid
+        batches = [*caps, extra] if extra >= 1 and extra not in caps else caps
         rows += [(lay.tp, lay.pp, b) for b in batches]
         owner += [i] * len(batches)
     grid = np.array(rows, dtype=np.float64).reshape(-1, 3)
