@@ -1572,3 +1572,6 @@ def test_doctor_notes_trace_events_whose_time_it_cannot_read(
     text = json.dumps(json.loads(out.out))
     assert "5 events with a negative, non-finite, missing or impossible time" in text, text
     assert "no GPU kernel was readable" in text
+    # and no 'ranks idle 100%' from a step with nothing readable in it
+    assert "idle" not in [f["code"] for f in json.loads(out.out)["findings"]]
+    assert "idle time not judged" in text

@@ -2289,6 +2289,15 @@ def _idle(job: Job) -> list[Hit]:
     tr = job.trace
     if tr is None or tr.step_s <= 0 or tr.idle_share <= 0.1 or tr.straggler is not None:
         return []
+    if tr.compute_s <= 0 and tr.comm_s <= 0:
+        # no compute or communication was read inside the steps (events with unreadable
+        # times, a profiler without CPU and CUDA activities): that is no evidence of idle
+        # ranks (fuzz round 20, C6: 'idle 100%' beside 'no GPU kernel was readable')
+        job.notes.append(
+            "no compute or communication event was read inside the profiler steps: idle "
+            "time not judged"
+        )
+        return []
     return [
         Hit(
             "idle",
