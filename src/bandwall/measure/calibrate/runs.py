@@ -296,6 +296,9 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         # under another's compute: where the source states either, the request does
         "ep_overlap": 1.0 if _states(row, EP_OVERLAP_WORDS) else None,
         "moe_dispatcher": "deepep" if _states(row, NODE_DISPATCH_WORDS) else "alltoall",
+        # LoRA fine-tuning (frozen base, adapters of this rank): a column of its own, blank
+        # for pre-training rows (and absent from files written before it)
+        "lora_rank": _int(row, "lora_rank"),
         "failures": False,
         # every row prices the same hour: cost plays no part in the step time
         "price_per_gpu_hour_usd": NOMINAL_PRICE_USD,
