@@ -1575,3 +1575,23 @@ def test_doctor_notes_trace_events_whose_time_it_cannot_read(
     # and no 'ranks idle 100%' from a step with nothing readable in it
     assert "idle" not in [f["code"] for f in json.loads(out.out)["findings"]]
     assert "idle time not judged" in text
+
+
+def test_doctor_says_a_trace_of_impossible_times_is_one(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Steps of 1e290 µs printed 300-digit times (fuzz round 21, C3): every event is now left
+    out as impossible, and the refusal says that is what the file held; a text file doctor
+    cannot read is still told apart from it."""
+    events = _gemm_steps(gemm_us=50_000)
+    for e in events:
+        e["dur"] = 1e290
+    Path("huge.json").write_text(json.dumps({"traceEvents": events}))
+    out = check(_words("doctor huge.json"), capsys)
+    assert out.code == 2
+    assert "is a profiler trace with no usable event (10 event(s) read, 10 with an impossible" in (
+        out.err
+    )
+    Path("other.log").write_text("******* All Reduce Network Benchmark Starts *******\n")
+    out = check(_words("doctor other.log"), capsys)
+    assert out.code == 2 and "other.log is" not in out.err, out.err
