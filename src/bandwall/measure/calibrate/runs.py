@@ -228,6 +228,7 @@ FP8_WEIGHT_WORDS = (
     "fp8 param gather",
     "fp8 params)",
     "(fp8 weights)",
+    "weights stored in fp8",  # MLPerf LoRA rows: "fp8_params=FP8=True (frozen base ...)"
 )
 
 
