@@ -144,9 +144,7 @@ def run(
             for item in diag.job.inputs
             for note in item.notes
             if note.startswith("not understood: ")
-            and any(
-                w in note for w in ("archive", "decompress", "JSON", "trace with no usable")
-            )
+            and any(w in note for w in ("archive", "decompress", "JSON", "trace with no usable"))
         ]
         raise ConfigError(
             f"nothing in {', '.join(paths)} was understood: "
