@@ -1300,11 +1300,16 @@ def test_hf_configs_price_what_they_describe(
     out = check(_words("plan --from gemma3.json --seq-len 4096 --gpus 16 --json"), capsys)
     assert out.code == 0, out.err
     assert "--layers 32 <- gemma3.json:1 text_config.num_hidden_layers" in out.err
-    Path("m.json").write_text(json.dumps(dict(model_type="mamba2", **llama)))
+    Path("m.json").write_text(json.dumps(dict(model_type="fancynet", **llama)))
     out = check(_words("plan --from m.json --seq-len 4096 --gpus 16"), capsys)
-    assert out.code == 2 and "model_type mamba2 is not a family bandwall knows" in out.err
+    assert out.code == 2 and "model_type fancynet is not a family bandwall knows" in out.err
     out = check(_words("plan --from m.json --seq-len 4096 --gpus 16 --gated-mlp --json"), capsys)
     assert out.code == 0, out.err
+    # a state-space family is refused outright: its Mamba layers are not attention (fuzz
+    # round 22, B3: Jamba priced at 92B of its 52B)
+    Path("s.json").write_text(json.dumps(dict(model_type="mamba2", **llama)))
+    out = check(_words("plan --from s.json --seq-len 4096 --gpus 16 --gated-mlp"), capsys)
+    assert out.code == 2 and "model_type mamba2: a state-space (Mamba) model" in out.err
     t5 = dict(
         model_type="t5", d_model=512, num_layers=6, num_heads=8, d_ff=2048, vocab_size=32128,
         num_decoder_layers=6,
@@ -1595,3 +1600,60 @@ def test_doctor_says_a_trace_of_impossible_times_is_one(
     Path("other.log").write_text("******* All Reduce Network Benchmark Starts *******\n")
     out = check(_words("doctor other.log"), capsys)
     assert out.code == 2 and "other.log is" not in out.err, out.err
+
+
+def test_results_export_never_writes_over_the_store_it_reads(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`-o` naming the --db file replaced the whole results store with one run's CSV at exit
+    0 (fuzz round 22, D1); `-o x.csv` without --format was refused with 'use one of: .json'
+    (C2): the suffix now says the format."""
+    rows = nccl_tests_row(1 << 30, 22660.0, 47.4, 47.4)
+    Path("one.log").write_text(nccl_tests_log(rows))
+    assert (
+        check(_words("import nccl-tests one.log --op all_reduce --db store.csv"), capsys).code == 0
+    )
+    before = Path("store.csv").read_bytes()
+    out = check(_words("results export latest --db store.csv --format csv -o store.csv"), capsys)
+    assert out.code == 2 and "is the results database being read" in out.err, out.err
+    assert Path("store.csv").read_bytes() == before
+    out = check(_words("results export latest --db store.csv -o run.csv"), capsys)
+    assert out.code == 0, out.err
+    assert Path("run.csv").read_text().startswith("op,size_bytes,")
+
+
+def test_hf_moe_configs_say_which_layers_are_moe_and_how_many_experts_a_token_takes(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """DBRX's n_heads and nested attn_config/ffn_config were not read (a 132B MoE priced as a
+    dense 25B); Qwen-MoE's mlp_only_layers and decoder_sparse_step were 'not part of the
+    model's shape'; experts without num_experts_per_tok were priced top-1 (fuzz round 22, B2,
+    B1, B7)."""
+    dbrx = {
+        "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+        "vocab_size": 100352, "attn_config": {"kv_n_heads": 8},
+        "ffn_config": {"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+    }  # fmt: skip
+    Path("dbrx.json").write_text(json.dumps(dbrx))
+    out = check(_words("plan --from dbrx.json --seq-len 4096 --gpus 64 --json"), capsys)
+    assert out.code == 0, out.err
+    assert 131e9 < json.loads(out.out)["params"] < 133e9  # published: 132B
+    qwen = {
+        "model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48,
+        "num_attention_heads": 32, "num_key_value_heads": 4, "intermediate_size": 6144,
+        "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+        "vocab_size": 151936, "head_dim": 128, "decoder_sparse_step": 1,
+    }  # fmt: skip
+    Path("q.json").write_text(json.dumps({**qwen, "mlp_only_layers": [0, 1, 2, 3]}))
+    out = check(_words("plan --from q.json --seq-len 4096 --gpus 64"), capsys)
+    assert out.code == 0 and "--dense-layers 4 <- q.json:1 mlp_only_layers" in out.err, out.err
+    for bad in ({"mlp_only_layers": [1, 5]}, {"decoder_sparse_step": 2}):
+        Path("q.json").write_text(json.dumps({**qwen, **bad}))
+        out = check(_words("plan --from q.json --seq-len 4096 --gpus 64"), capsys)
+        assert out.code == 2, out.err
+        assert "not expressible" in out.err or "are not the leading ones" in out.err, out.err
+    Path("q.json").write_text(
+        json.dumps({k: v for k, v in qwen.items() if k != "num_experts_per_tok"})
+    )
+    out = check(_words("plan --from q.json --seq-len 4096 --gpus 64"), capsys)
+    assert out.code == 2 and "give --top-k" in out.err, out.err

@@ -366,7 +366,10 @@ def results_show(
 def results_export(
     run: RunId,
     db: Db = None,
-    fmt: Annotated[str, typer.Option("--format", help="json or csv.")] = "json",
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="json or csv (default: the -o file's suffix, else json)."),
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option("-o", "--output", help="Write to this .json or .csv file (default: stdout)."),
@@ -375,16 +378,28 @@ def results_export(
     """A run's measurements as JSON or CSV on stdout, or in a file (-o)."""
     import contextlib
     import io
+    import os
 
     from bandwall.measure.bench.store import Store, parse_run_ref
     from bandwall.safeio import check_output, write_output
 
     run_id = parse_run_ref(run, "run")
+    if fmt is None:
+        # the file's suffix says the format, as sweep's -o does (fuzz round 22, C2: '-o x.csv'
+        # was refused with 'use one of: .json')
+        suffix = os.path.splitext(output or "")[1].lower()
+        fmt = suffix[1:] if suffix in (".json", ".csv") else "json"
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
     if output is not None:
         check_output(output, field="output", formats=(f".{fmt}",))
     with Store.reader(db) as store:
+        if output is not None and os.path.exists(output) and os.path.samefile(output, store.path):
+            # one run's CSV over the whole results store, at exit 0 (fuzz round 22, D1)
+            raise ConfigError(
+                f"{output!r} is the results database being read (--db); write elsewhere",
+                field="output",
+            )
         the_run = store.latest() if run_id is None else store.run(run_id)
         rows = store.results(the_run.id) or store.links(the_run.id) or store.train(the_run.id)
     doc = {"run": the_run.__dict__, "rows": rows}

@@ -53,7 +53,6 @@ GATED = frozenset(
         "cohere2",
         "gpt_oss",
         "dbrx",
-        "jamba",
         "minimax",
         "internlm2",
         "baichuan",
@@ -123,6 +122,18 @@ TABLE: dict[str, Rule | str] = {
     "n_shared_experts": Rule("shared_experts", to_int),
     "shared_expert_intermediate_size": _D,
     "first_k_dense_replace": Rule("dense_layers", to_int),
+    # DBRX keeps its heads and experts under other names and in nested blocks (fuzz round 22,
+    # B2: refused as 'missing --heads', then priced as a dense 25B model of a 132B MoE)
+    "n_heads": Rule("heads", positive_int),
+    "attn_config.kv_n_heads": Rule("kv_heads", positive_int),
+    "ffn_config.ffn_hidden_size": Rule("ffn", positive_int),
+    "ffn_config.moe_num_experts": Rule("experts", positive_int),
+    "ffn_config.moe_top_k": Rule("top_k", positive_int),
+    # which layers are MoE (Qwen2-MoE/Qwen3-MoE; Jamba): read in `_moe_layers`
+    "mlp_only_layers": _D,
+    "decoder_sparse_step": _D,
+    "expert_layer_period": _D,
+    "expert_layer_offset": _D,
     "model_type": _D,
     "hidden_act": _D,
     "activation_function": _D,
@@ -161,8 +172,25 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 )
             )
         return []
+    if _hybrid(values, mapped, kind):
+        return []
     mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
     mapped.assigns[-1].sources = shape[0].sources
+    _moe_layers(values, mapped)
+    fields = {a.field for a in mapped.assigns}
+    if "experts" in fields and "top_k" not in fields:
+        # priced as top-1 without a word; transformers' defaults differ by family (Mixtral
+        # 2, Qwen2-MoE 4, Qwen3-MoE 8): ask (fuzz round 22, B7)
+        key = next(k for k in ("num_local_experts", "num_experts", "n_routed_experts",
+                               "ffn_config.moe_num_experts") if k in values)  # fmt: skip
+        mapped.problems.append(
+            Problem(
+                "top_k",
+                "experts without num_experts_per_tok: give --top-k (the experts each token "
+                "is routed to)",
+                values.src(key),
+            )
+        )
     _gated_mlp(values, mapped, kind, act)
     _decoder_stack(values, mapped, kind)
     if kind in ENCODERS:
@@ -207,6 +235,70 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                 )
             )
     return []
+
+
+#: State-space (Mamba) families and hybrids: their SSM layers are not attention layers.
+SSM_FAMILIES = frozenset(
+    {"mamba", "mamba2", "jamba", "falcon_mamba", "falcon_h1", "zamba", "zamba2", "bamba",
+     "nemotron_h", "granitemoehybrid"}
+)  # fmt: skip
+_SSM_KEYS = ("mamba_d_state", "attn_layer_period", "ssm_state_size", "mamba_expand")
+
+
+def _hybrid(values: Values, mapped: Mapped, kind: str) -> bool:
+    """A state-space or hybrid model is refused: its Mamba layers would be priced as
+    attention (fuzz round 22, B3: Jamba at 92B of its 52B, every layer MoE)."""
+    key = next((k for k in _SSM_KEYS if k in values), None)
+    if kind not in SSM_FAMILIES and key is None:
+        return False
+    where = values.src("model_type") if "model_type" in values else None
+    mapped.problems.append(
+        Problem(
+            "model",
+            f"{'model_type ' + kind if kind in SSM_FAMILIES else key}: a state-space (Mamba) "
+            "model or hybrid; bandwall prices transformer layers only",
+            where if kind in SSM_FAMILIES or key is None else values.src(key),
+        )
+    )
+    return True
+
+
+def _moe_layers(values: Values, mapped: Mapped) -> None:
+    """Which layers are MoE: leading dense layers map to --dense-layers; any other pattern
+    (every k-th layer, a list with gaps) is refused, as Megatron's --moe-layer-freq is. They
+    were ignored as 'not part of the model's shape' (fuzz round 22, B1)."""
+    step = values.convert("decoder_sparse_step", to_int)
+    period = values.convert("expert_layer_period", to_int)
+    for key, every in (("decoder_sparse_step", step), ("expert_layer_period", period)):
+        if every is not None and every != 1:
+            mapped.problems.append(
+                Problem(
+                    "dense_layers",
+                    f"MoE once every {every} layers is not expressible: bandwall prices leading "
+                    "dense layers (--dense-layers) and MoE in all the others",
+                    values.src(key),
+                )
+            )
+            return
+    dense = values.get("mlp_only_layers")
+    if dense is None or dense == []:
+        return
+    layers = sorted(dense) if isinstance(dense, list) else None
+    if (
+        not layers
+        or not all(isinstance(i, int) for i in layers)
+        or layers != list(range(len(layers)))
+    ):
+        mapped.problems.append(
+            Problem(
+                "dense_layers",
+                f"dense layers {dense!r} are not the leading ones: bandwall prices leading "
+                "dense layers (--dense-layers) and MoE in all the others",
+                values.src("mlp_only_layers"),
+            )
+        )
+        return
+    mapped.assigns.append(values.assign("dense_layers", len(layers), "mlp_only_layers"))
 
 
 def _gated_mlp(values: Values, mapped: Mapped, kind: str, act: str) -> None:

@@ -88,6 +88,9 @@ TABLE: dict[str, Rule | str] = {
     "use_distributed_optimizer": _D,
     "use_torch_fsdp2": _D,
     "use_megatron_fsdp": _D,
+    # Megatron-Core's name for the same FSDP before it became --use-megatron-fsdp (fuzz round
+    # 22, B4: priced as plain DDP)
+    "use_custom_fsdp": _D,
     "data_parallel_sharding_strategy": _D,
     "deepspeed": _D,
     "zero_stage": _D,
@@ -246,7 +249,7 @@ def _precision(values: Values, mapped: Mapped) -> list[Default]:
 
 
 def _sharding(values: Values, mapped: Mapped) -> list[Default]:
-    fsdp = [k for k in ("use_torch_fsdp2", "use_megatron_fsdp") if k in values]
+    fsdp = [k for k in ("use_torch_fsdp2", "use_megatron_fsdp", "use_custom_fsdp") if k in values]
     fsdp = [k for k in fsdp if values.convert(k, to_bool)]
     if fsdp:
         strategy = values.convert(
