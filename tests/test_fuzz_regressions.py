@@ -1657,3 +1657,35 @@ def test_hf_moe_configs_say_which_layers_are_moe_and_how_many_experts_a_token_ta
     )
     out = check(_words("plan --from q.json --seq-len 4096 --gpus 64"), capsys)
     assert out.code == 2 and "give --top-k" in out.err, out.err
+
+
+def test_deepspeed_auto_micro_batch_with_a_fixed_accumulation_asks_for_the_batch(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`train_micro_batch_size_per_gpu: "auto"` beside `gradient_accumulation_steps: 1` was
+    priced with 8 accumulation steps under the default 4 Mi-token batch (fuzz round 22, B6)."""
+    ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": 1,
+          "zero_optimization": {"stage": 3}, "bf16": {"enabled": True}}  # fmt: skip
+    Path("ds.json").write_text(json.dumps(ds))
+    words = "plan --from ds.json --model llama3-8b --gpus 64 --seq-len 1024"
+    out = check(_words(words), capsys)
+    assert out.code == 2 and "gradient_accumulation_steps 1" in out.err, out.err
+    out = check(_words(words + " --global-batch 256 --json"), capsys)
+    assert out.code == 0, out.err
+    assert json.loads(out.out)["micro_batches"] == 1
+
+
+def test_torchtitan_degrees_give_way_to_the_gpus_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """data_parallel_shard_degree = 3 with --gpus 64 made a global batch of 3 and an error
+    naming --global-batch, an option the file and the user never set (fuzz round 22, C1):
+    --gpus wins, the shard degree is what it leaves, and the report says so."""
+    Path("tt.toml").write_text(
+        '[model]\nname = "llama3"\nflavor = "8B"\n[training]\nlocal_batch_size = 1\n'
+        "seq_len = 8192\n[parallelism]\ndata_parallel_shard_degree = 3\n"
+    )
+    out = check(_words("plan --from tt.toml --gpus 64 --json"), capsys)
+    assert out.code == 0, out.err
+    assert json.loads(out.out)["dp"] == 64 and json.loads(out.out)["global_batch"] == 64
+    assert "the command line gives --gpus: tt.toml:8" in out.err, out.err

@@ -142,6 +142,19 @@ def _batch(values: Values, mapped: Mapped, ctx: Context) -> None:
             )
             micro = None
             total = None
+    if micro is None and total is None and accum is not None:
+        # the launcher (HF Trainer's "auto") sets the micro-batch; the accumulation the file
+        # fixes cannot be kept by a searched micro-batch under the default global batch (fuzz
+        # round 22, B6: gradient_accumulation_steps 1 priced with 8 micro-batches)
+        mapped.problems.append(
+            Problem(
+                "global_batch",
+                f"gradient_accumulation_steps {accum:,} with no micro-batch or "
+                "train_batch_size: the global batch is the launcher's micro-batch × "
+                f"{accum:,} × the data-parallel ranks; give --global-batch",
+                values.src("gradient_accumulation_steps"),
+            )
+        )
     if micro is not None:
         mapped.assigns.append(values.assign("micro_batch", micro, *keys))
     if total is not None:

@@ -278,6 +278,11 @@ def _degrees(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
                     values.src(keys[-1]) if keys else None,
                 )
             )
+            if int(gpus) % (replicate * model_ranks) == 0:
+                # --gpus on the command line wins: the shard degree is what it leaves (the
+                # file's 3 made a global batch of 3 and an error naming --global-batch,
+                # fuzz round 22, C1)
+                shard = int(gpus) // (replicate * model_ranks)
     elif gpus is not None and int(gpus) % (replicate * model_ranks) == 0:
         shard = int(gpus) // (replicate * model_ranks)
     dp = replicate * shard if shard > 0 else None
