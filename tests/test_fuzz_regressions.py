@@ -1689,3 +1689,15 @@ def test_torchtitan_degrees_give_way_to_the_gpus_on_the_command_line(
     assert out.code == 0, out.err
     assert json.loads(out.out)["dp"] == 64 and json.loads(out.out)["global_batch"] == 64
     assert "the command line gives --gpus: tt.toml:8" in out.err, out.err
+
+
+def test_launch_refuses_a_command_bandwall_does_not_have(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`launch slurm|k8s --command "nonexistent --foo"` wrote a job that fails only once
+    queued and scheduled (fuzz round 22, C3)."""
+    for kind in ("slurm", "k8s"):
+        out = check(["launch", kind, "--command", "nonexistent --foo"], capsys)
+        assert out.code == 2 and "unknown value 'nonexistent'" in out.err, out.err
+        out = check(["launch", kind, "--command", "bench collectives --ops all"], capsys)
+        assert out.code == 0 and "collectives" in out.out, out.err

@@ -225,6 +225,22 @@ def bench_train(
     console.print(t)
 
 
+def _known_command(command: str) -> str:
+    """The first word of a launch --command must be a bandwall command: a typo failed only
+    once the job was queued and scheduled (fuzz round 22, C3)."""
+    import shlex
+
+    from bandwall.cli.root import COMMANDS
+
+    try:
+        first = shlex.split(command)[:1]
+    except ValueError:
+        return command  # the launcher names the quoting problem
+    if first and first[0] not in COMMANDS and first[0] not in ("bandwall", "-m"):
+        raise unknown_choice("command", first[0], tuple(COMMANDS))
+    return command
+
+
 @launch_app.command("slurm")
 def launch_slurm(
     nodes: Annotated[int, typer.Option(min=1, max=65_536)] = 2,
@@ -242,6 +258,7 @@ def launch_slurm(
     """Print an sbatch script: srun starts one torchrun per node."""
     from bandwall.measure.bench.launch import slurm_script
 
+    command = _known_command(command)
     sys.stdout.write(slurm_script(nodes, gpus_per_node, command, partition, time_limit, image))
 
 
@@ -271,6 +288,8 @@ def launch_k8s(
 ) -> None:
     """Print a Kubeflow PyTorchJob manifest (and the claim its results are kept on)."""
     from bandwall.measure.bench.launch import k8s_manifest
+
+    command = _known_command(command)
 
     sys.stdout.write(
         k8s_manifest(
