@@ -1701,3 +1701,31 @@ def test_launch_refuses_a_command_bandwall_does_not_have(
         assert out.code == 2 and "unknown value 'nonexistent'" in out.err, out.err
         out = check(["launch", kind, "--command", "bench collectives --ops all"], capsys)
         assert out.code == 0 and "collectives" in out.out, out.err
+
+
+def test_a_shell_variable_an_if_or_a_loop_decides_is_not_read_as_settled(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`if [ "$BIG" = 1 ]; then L=80; else L=24; fi` priced 80 layers without a word, and a
+    loop's updates were ignored (1 layer for bash's 32) (fuzz round 22, B5)."""
+    tail = (
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers $L --hidden-size 2048 "
+        "--num-attention-heads 16 --seq-length 2048 --vocab-size 50304 --micro-batch-size 1 "
+        "--global-batch-size 64 --bf16\n"
+    )
+    scripts = {
+        "if.sh": 'if [ "$BIG" = 1 ]; then\n  L=80\nelse\n  L=24\nfi\n' + tail,
+        "loop.sh": "L=1\nfor i in 1 2 3 4 5; do L=$((L*2)); done\n" + tail,
+        "loop2.sh": "L=1\nfor i in 1 2 3; do\n  L=$((L*2))\ndone\n" + tail,
+    }
+    for name, text in scripts.items():
+        Path(name).write_text("#!/bin/bash\n" + text)
+        out = check(_words(f"plan --from {name}"), capsys)
+        assert out.code == 2 and "is the shell variable $L, set in a loop" in out.err, out.err
+        assert check(_words(f"plan --from {name} --layers 24"), capsys).code == 0
+    # a branch the file settles is still read
+    Path("set.sh").write_text(
+        '#!/bin/bash\nBIG=1\nif [ "$BIG" = 1 ]; then\n  L=80\nelse\n  L=24\nfi\n' + tail
+    )
+    out = check(_words("plan --from set.sh --json"), capsys)
+    assert out.code == 0 and "--layers 80 <- set.sh" in out.err, out.err

@@ -59,6 +59,7 @@ COLUMNS = [
     "zero",
     "micro_batch",
     "global_batch",
+    "lora_rank",
     "precision",
     "fp8_recipe",
     "recompute",

@@ -332,6 +332,12 @@ def unresolved(text: str, src: Source | None) -> str:
     long = re.search(r"\$\{(\w+):too-long\}", text)
     if long:
         return f"is the shell variable ${long.group(1)}, which expands past 4,096 characters"
+    unsettled = re.search(r"\$\{(\w+):unsettled\}", text)
+    if unsettled:
+        return (
+            f"is the shell variable ${unsettled.group(1)}, set in a loop or differently in the "
+            "branches of an `if` the file does not decide"
+        )
     yaml = src is not None and str(src.file).lower().endswith((".yaml", ".yml"))
     if yaml and re.search(r"\$\{[^}]*\}", text):
         return (

@@ -54,6 +54,10 @@ _MAX_VALUE_CHARS = 4096
 #: What a variable past that length holds instead: '${NAME:too-long}' (not a form _VAR
 #: expands).
 TOO_LONG = ":too-long"
+#: The marker of a variable whose value the file does not settle: set differently in the
+#: branches of an `if` it cannot decide, or inside a loop (fuzz round 22, B5: the `then`
+#: value was taken without a word, and a loop's updates ignored).
+UNSETTLED = ":unsettled"
 
 
 @dataclass
@@ -281,6 +285,7 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
     stack: list[list[bool | None]] = []
     skip_until: str | None = None
     case_depth = 0
+    loop_depth = 0
     for start, parts in _logical_lines(lines):
         joined = " ".join(t for t, _ in parts).strip()
         if skip_until is not None:
@@ -317,6 +322,18 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
         if head == "fi" and stack:
             stack.pop()
             continue
+        if head in ("for", "while", "until"):
+            if not joined.rstrip(";").endswith("done"):
+                loop_depth += 1
+                continue
+            # a loop on one line: what it assigns is unsettled
+            body = joined.split(" do ", 1)[-1] if " do " in joined else ""
+            for name in re.findall(r"(?:^|[;\s])([A-Za-z_]\w*)\+?=", body):
+                script.variables[name] = "${" + name + UNSETTLED + "}"
+            continue
+        if head == "done" and loop_depth:
+            loop_depth -= 1
+            continue
         if any(f[0] is False for f in stack):
             continue
         conditional = any(f[0] is None for f in stack)
@@ -338,8 +355,23 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
                         (start, f"${a.group(1)} would hold over {_MAX_VALUE_CHARS:,} characters")
                     )
                     text = "${" + a.group(1) + TOO_LONG + "}"
-                if not conditional or a.group(1) not in script.variables:
-                    script.variables[a.group(1)] = text
+                name = a.group(1)
+                before = script.variables.get(name)
+                if loop_depth or (
+                    # two settled values an undecided `if` chooses between (where one still
+                    # holds a variable the file does not set, the first is kept, as before)
+                    conditional and before is not None and before != text
+                    and "$" not in before + text
+                ):  # fmt: skip
+                    # the value depends on a branch or an iteration the file does not settle
+                    text = "${" + name + UNSETTLED + "}"
+                if (
+                    not conditional
+                    or loop_depth
+                    or name not in script.variables
+                    or (text.endswith(UNSETTLED + "}"))
+                ):
+                    script.variables[name] = text
                 continue
         words: list[str] = []
         numbers: list[int] = []
