@@ -1729,3 +1729,45 @@ def test_a_shell_variable_an_if_or_a_loop_decides_is_not_read_as_settled(
     )
     out = check(_words("plan --from set.sh --json"), capsys)
     assert out.code == 0 and "--layers 80 <- set.sh" in out.err, out.err
+
+
+def test_shell_expansions_the_reader_does_not_evaluate_are_named_as_such(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """`$(echo 24)` and `${X:3}` with X set in the file were refused as 'the shell variable
+    ..., set outside the file' (fuzz round 22, C4)."""
+    tail = (
+        "torchrun --nproc_per_node 8 pretrain_gpt.py --num-layers {L} --hidden-size 2048 "
+        "--num-attention-heads 16 --seq-length 2048 --vocab-size 50304 --micro-batch-size 1 "
+        "--global-batch-size 64 --bf16\n"
+    )
+    for value, said in (
+        ("$(echo 24)", "is the command substitution $(echo 24)"),
+        ("${X:3}", "is the shell expansion ${X:3}"),
+        ("${#X}", "is the shell expansion ${#X}"),
+    ):
+        Path("s.sh").write_text("#!/bin/bash\nX=abc24\n" + tail.replace("{L}", value))
+        out = check(_words("plan --from s.sh"), capsys)
+        assert out.code == 2 and said in out.err and "outside the file" not in out.err, out.err
+
+
+def test_ignored_keys_are_filed_under_their_own_reason_and_a_malformed_zero_block_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """rms_norm_eps was an 'optimizer hyper-parameter' and final_logit_softcapping 'logging';
+    `"zero_optimization": [3]` was ignored and priced as ZeRO 0 (fuzz round 22, C5)."""
+    hf = {
+        "model_type": "llama", "hidden_size": 2048, "num_hidden_layers": 16,
+        "num_attention_heads": 16, "intermediate_size": 8192, "vocab_size": 32000,
+        "rms_norm_eps": 1e-5, "final_logit_softcapping": 30.0,
+    }  # fmt: skip
+    Path("c.json").write_text(json.dumps(hf))
+    out = check(_words("plan --from c.json --seq-len 2048 --gpus 8"), capsys)
+    assert out.code == 0, out.err
+    text = " ".join(out.err.split())
+    assert "norm epsilon): no effect on the step: c.json:1 rms_norm_eps" in text, text
+    assert "the step's cost: c.json:1 final_logit_softcapping" in text, text
+    ds = {"train_batch_size": 64, "bf16": {"enabled": True}, "zero_optimization": [3]}
+    Path("ds.json").write_text(json.dumps(ds))
+    out = check(_words("plan --from ds.json --model llama3-8b --gpus 8 --seq-len 1024"), capsys)
+    assert out.code == 2 and "zero_optimization must be an object" in out.err, out.err

@@ -344,6 +344,16 @@ def unresolved(text: str, src: Source | None) -> str:
             f"is the OmegaConf interpolation {text[:40]}, which bandwall does not evaluate (a "
             "resolver, or a reference it cannot settle)"
         )
+    subst = re.search(r"\$\((?!\()[^)]*\)?", text)
+    if subst:
+        # not a variable set outside the file (fuzz round 22, C4)
+        return f"is the command substitution {subst.group(0)[:40]}, which bandwall does not run"
+    expansion = re.search(r"\$\{(?:#\w+|\w+(?::[-+=?]?[^}]*|[#%/^,][^}]*))\}", text)
+    if expansion and not re.fullmatch(r"\$\{\w+:-[^}]*\}", expansion.group(0)):
+        return (
+            f"is the shell expansion {expansion.group(0)[:40]} (a substring, length or "
+            "replacement), which bandwall does not evaluate"
+        )
     if "$((" in text:
         return (
             f"is the shell arithmetic {text[:40]}, which the file's own values do not settle "
@@ -475,6 +485,13 @@ def map_format(
 #: Shared by every format so the same kind of setting gets the same reason.
 _IGNORE_PATTERNS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("activation", "recompute"), ""),  # never ignored by pattern: the format decides
+    # before the optimizer's 'eps' and logging's 'log' (fuzz round 22, C5: rms_norm_eps was an
+    # optimizer hyper-parameter, final_logit_softcapping logging)
+    (
+        ("norm_eps", "layer_norm_eps", "epsilon"),
+        "numerics of the model (dropout, initialisation, norm epsilon): no effect on the step",
+    ),
+    (("softcap",), "attention details with no effect on the step's cost"),
     (
         (
             "lr",

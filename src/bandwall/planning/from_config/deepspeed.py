@@ -38,6 +38,7 @@ TABLE: dict[str, Rule | str] = {
     "train_micro_batch_size_per_gpu": _D,
     "gradient_accumulation_steps": _D,
     "zero_optimization.stage": _D,
+    "zero_optimization": _D,  # only when it is not an object: refused in derive
     "zero_optimization.offload_optimizer.device": Rule(
         "offload_optimizer", _OFFLOAD, "ZeRO-Offload: optimizer state and step on the host"
     ),
@@ -213,6 +214,17 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
     defaults = _precision(values, mapped)
     _batch(values, mapped, ctx)
     mapped.assigns.append(values.assign("stack", "deepspeed", *list(values.entries)[:1]))
+    if "zero_optimization" in values:
+        # a list or a number where DeepSpeed reads an object was filed as an optimizer
+        # hyper-parameter and priced as ZeRO 0 (fuzz round 22, C5)
+        mapped.problems.append(
+            Problem(
+                "zero",
+                'zero_optimization must be an object such as {"stage": 2}, got '
+                f"{str(values.get('zero_optimization'))[:40]}",
+                values.src("zero_optimization"),
+            )
+        )
     stage = values.convert("zero_optimization.stage", _stage)
     if stage is not None:
         mapped.assigns.append(values.assign("zero", stage, "zero_optimization.stage"))
