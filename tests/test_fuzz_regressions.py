@@ -1771,3 +1771,21 @@ def test_ignored_keys_are_filed_under_their_own_reason_and_a_malformed_zero_bloc
     Path("ds.json").write_text(json.dumps(ds))
     out = check(_words("plan --from ds.json --model llama3-8b --gpus 8 --seq-len 1024"), capsys)
     assert out.code == 2 and "zero_optimization must be an object" in out.err, out.err
+
+
+def test_a_comment_inside_a_continued_command_is_noted(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Flags after a `# ... \\` line inside a backslash-continued command were read without a
+    word, though bash ends the command at the comment (fuzz round 22, D2)."""
+    Path("c.sh").write_text(
+        "#!/bin/bash\ntorchrun --nproc_per_node 8 pretrain_gpt.py --num-layers 24 \\\n"
+        "  --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 \\\n"
+        "  # --fp8-format hybrid \\\n"
+        "  --vocab-size 50304 --micro-batch-size 1 --global-batch-size 64 --bf16\n"
+    )
+    out = check(_words("plan --from c.sh"), capsys)
+    assert out.code == 0, out.err
+    assert "c.sh:4: a comment inside a continued command ends it in bash" in " ".join(
+        out.err.split()
+    ), out.err

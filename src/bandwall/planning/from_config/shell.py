@@ -234,9 +234,14 @@ def _one_test(text: str) -> bool | None:
     return not result if negate else result
 
 
-def _logical_lines(lines: list[str]) -> list[tuple[int, list[tuple[str, int]]]]:
+def _logical_lines(
+    lines: list[str], notes: list[tuple[int, str]] | None = None
+) -> list[tuple[int, list[tuple[str, int]]]]:
     """Physical lines joined where one ends with a backslash: (first line number, [(text,
-    line number)...]) with comments removed."""
+    line number)...]) with comments removed. A comment line inside a continued command is
+    skipped and the command read on, as its author meant; bash ends the command there, so
+    `notes` gets a line saying the flags after it never reach the program (fuzz round 22,
+    D2)."""
     out: list[tuple[int, list[tuple[str, int]]]] = []
     current: list[tuple[str, int]] = []
     start = 0
@@ -244,6 +249,14 @@ def _logical_lines(lines: list[str]) -> list[tuple[int, list[tuple[str, int]]]]:
         stripped = raw.strip()
         if stripped.startswith("#") and not stripped.startswith("#SBATCH"):
             if current and raw.rstrip().endswith("\\"):
+                if notes is not None:
+                    notes.append(
+                        (
+                            number,
+                            "a comment inside a continued command ends it in bash: the "
+                            "flags after it are read, but bash does not pass them",
+                        )
+                    )
                 continue
             if not current:
                 out.append((number, [("", number)]))
@@ -286,7 +299,7 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
     skip_until: str | None = None
     case_depth = 0
     loop_depth = 0
-    for start, parts in _logical_lines(lines):
+    for start, parts in _logical_lines(lines, script.notes):
         joined = " ".join(t for t, _ in parts).strip()
         if skip_until is not None:
             if joined == skip_until:
