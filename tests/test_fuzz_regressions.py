@@ -1789,3 +1789,13 @@ def test_a_comment_inside_a_continued_command_is_noted(
     assert "c.sh:4: a comment inside a continued command ends it in bash" in " ".join(
         out.err.split()
     ), out.err
+
+
+def test_an_nccl_tests_block_whose_only_row_does_not_read_is_quoted(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A 20-digit size hid its block behind 'no nccl-tests result rows' (fuzz round 22, D3)."""
+    row = nccl_tests_row(1 << 30, 22660.0, 47.4, 47.4).replace(str(1 << 30), "1" + "0" * 19, 1)
+    Path("huge.log").write_text(nccl_tests_log(row))
+    out = check(_words("import nccl-tests huge.log --op all_reduce --db d.db"), capsys)
+    assert out.code == 2 and "does not read as a row" in out.err and "10000000000" in out.err

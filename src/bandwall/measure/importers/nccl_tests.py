@@ -209,9 +209,12 @@ def _parse_row(columns: list[str], text: str, line: int = 0) -> Row | None:
         return None
 
 
-def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
+def parse_log(  # noqa: C901
+    text: str | Iterable[str], unread: list[tuple[int, str]] | None = None
+) -> list[Block]:
     """Every result block in a log (its text, or its lines as `safeio.iter_lines` streams
-    them: bounded, long lines cut), with what the lines around it say."""
+    them: bounded, long lines cut), with what the lines around it say. Lines inside a block
+    that start like a row and do not read as one go to `unread` (line number, text)."""
     blocks: list[Block] = []
     pending: dict[str, Any] = {"ranks": [], "meta": {}, "binary": None, "from": None}
     current: Block | None = None
@@ -287,6 +290,8 @@ def parse_log(text: str | Iterable[str]) -> list[Block]:  # noqa: C901
         row = _parse_row(current.columns, stripped, number)
         if row is not None:
             current.rows.append(row)
+        elif unread is not None and stripped[:1].isdigit() and len(unread) < 3:
+            unread.append((number, stripped[:60]))
     # Without MPI every process is rank 0 of its own one-rank job and prints its own header
     # (an MPI build prints every rank's line from rank 0 of one communicator, src/common.cu)
     solo = {pid for rank, pid in rank_lines if rank == 0}
@@ -504,13 +509,18 @@ def import_log(
     nothing."""
     from bandwall.measure.bench.store import Store
 
-    blocks = parse_log(text)
+    unread: list[tuple[int, str]] = []
+    blocks = parse_log(text, unread)
     if not blocks:
-        raise ConfigError(
-            f"no nccl-tests result rows in {source!r} (expected the '#  size  count  type ...' "
-            "header followed by rows)",
-            field="log",
+        # a row out of range (a 20-digit size) hid its block behind 'no rows' (fuzz round
+        # 22, D3): quote it
+        why = (
+            f"; line {unread[0][0]} does not read as a row (a number out of range or a "
+            f"column missing): {unread[0][1]!r}"
+            if unread
+            else " (expected the '#  size  count  type ...' header followed by rows)"
         )
+        raise ConfigError(f"no nccl-tests result rows in {source!r}{why}", field="log")
     for b in blocks:
         if len(b.rows) > MAX_BLOCK_ROWS:
             raise ConfigError(
