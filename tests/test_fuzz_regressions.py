@@ -24,6 +24,7 @@ from tests.fuzz.harness import Sandbox, check
 from tests.nccl_tests_text import TABLE_HEADER
 from tests.nccl_tests_text import log as nccl_tests_log
 from tests.nccl_tests_text import row as nccl_tests_row
+from tests.profiler_trace import profiler_steps
 
 LONG_NAME = "a" * 300 + ".json"
 LONG_PATH = "/".join(["b" * 200] * 30) + ".json"
@@ -1248,27 +1249,13 @@ def test_calibrate_from_a_log_of_another_global_batch_is_refused(
     assert out.code == 2 and "the log's global batch 7 differs from the config's 512" in out.err
 
 
-def _gemm_steps(gemm_us: float, steps: int = 5) -> list[dict[str, Any]]:
-    """Profiler steps of 90 ms, each with one bf16 GEMM kernel of `gemm_us`."""
-    events: list[dict[str, Any]] = []
-    for s in range(steps):
-        t0 = s * 100_000
-        events += [
-            {"ph": "X", "name": f"ProfilerStep#{s}", "cat": "user_annotation", "ts": t0,
-             "dur": 90_000, "pid": 0, "tid": 1},
-            {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": t0 + 200,
-             "dur": gemm_us, "pid": 1, "tid": 7, "args": {"stream": 7, "device": 0}},
-        ]  # fmt: skip
-    return events
-
-
 def test_calibrate_from_a_trace_never_suggests_an_efficiency_plan_refuses(
     capsys: pytest.CaptureFixture[str], sandbox: Sandbox
 ) -> None:
     """A trace far slower than a tiny request was fitted at 0.001 and the user told to pass
     `--gemm-efficiency 0.001`, which plan refuses below 0.01 (fuzz round 19, C5)."""
     trace = {
-        "traceEvents": _gemm_steps(gemm_us=50_000),
+        "traceEvents": profiler_steps(gemm_us=50_000),
         "distributedInfo": {"rank": 0, "world_size": 8},
     }
     Path("t.json").write_text(json.dumps(trace))
@@ -1571,7 +1558,7 @@ def test_doctor_notes_trace_events_whose_time_it_cannot_read(
 ) -> None:
     """A trace whose kernels all have negative durations read as a CPU trace of idle ranks,
     with no word about the events it dropped (fuzz round 20, C6)."""
-    Path("neg.json").write_text(json.dumps({"traceEvents": _gemm_steps(gemm_us=-50_000)}))
+    Path("neg.json").write_text(json.dumps({"traceEvents": profiler_steps(gemm_us=-50_000)}))
     out = check(_words("doctor neg.json --json"), capsys)
     assert out.code in (0, 1), out.err
     text = json.dumps(json.loads(out.out))
@@ -1588,7 +1575,7 @@ def test_doctor_says_a_trace_of_impossible_times_is_one(
     """Steps of 1e290 µs printed 300-digit times (fuzz round 21, C3): every event is now left
     out as impossible, and the refusal says that is what the file held; a text file doctor
     cannot read is still told apart from it."""
-    events = _gemm_steps(gemm_us=50_000)
+    events = profiler_steps(gemm_us=50_000)
     for e in events:
         e["dur"] = 1e290
     Path("huge.json").write_text(json.dumps({"traceEvents": events}))

@@ -14,6 +14,7 @@ import pytest
 
 from bandwall.measure.doctor import analyze_job, analyze_trace, diagnose
 from bandwall.measure.doctor.trace import TraceTruncatedError, iter_trace
+from tests.profiler_trace import profiler_steps
 
 TRACES = Path(__file__).resolve().parents[1] / "data" / "traces"
 STRAGGLER = TRACES / "lab-gloo-4hosts-straggler-h2"
@@ -174,18 +175,10 @@ def test_random_event_order_gives_the_same_steps(tmp_path: Path) -> None:
 
 def _gpu_trace(steps: int) -> dict[str, Any]:
     """Per 100 ms step: a 50 ms GEMM from 0.2 ms and a 20 ms all-reduce from 40 ms."""
-    ev: list[dict[str, Any]] = []
-    for s in range(steps):
-        t0 = s * 100_000
-        ev += [
-            {"ph": "X", "name": f"ProfilerStep#{s}", "cat": "user_annotation", "ts": t0,
-             "dur": 90_000, "pid": 0, "tid": 1},
-            {"ph": "X", "name": "sm90_xmma_gemm_bf16", "cat": "kernel", "ts": t0 + 200,
-             "dur": 50_000, "pid": 1, "tid": 7},
-            {"ph": "X", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "cat": "kernel",
-             "ts": t0 + 40_000, "dur": 20_000, "pid": 1, "tid": 8},
-        ]  # fmt: skip
-    return {"traceEvents": ev, "distributedInfo": {"rank": 0, "world_size": 8}}
+    return {
+        "traceEvents": profiler_steps(steps, gemm_us=50_000, allreduce_us=20_000),
+        "distributedInfo": {"rank": 0, "world_size": 8},
+    }
 
 
 def test_gpu_steps_by_hand_and_the_step_cap(

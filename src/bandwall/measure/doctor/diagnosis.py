@@ -333,8 +333,10 @@ def sniff(path: Path) -> tuple[str, str]:
 DETECT_BYTES = 4 << 20
 
 
-def _detect_sample(path: Path) -> str:
-    return read_head(path, DETECT_BYTES, field="paths").decode("utf-8", errors="replace")
+def _detect_sample(path: Path) -> tuple[str, bool]:
+    """The decoded first DETECT_BYTES, and whether the file goes on past them."""
+    head = read_head(path, DETECT_BYTES, field="paths")
+    return head.decode("utf-8", errors="replace"), len(head) >= DETECT_BYTES
 
 
 class LateDetection:
@@ -391,18 +393,15 @@ def _read(path: Path, job: Job) -> None:
             )
         )
         return
+    longer = False
     if len(sample.encode("utf-8", errors="replace")) >= SNIFF_BYTES:
-        sample = _detect_sample(path)
+        sample, longer = _detect_sample(path)
     active = [(fmt, fmt.start(str(path))) for fmt in formats() if fmt.detect(sample)]
     # a format its detector did not see in the sample may start later in a long file (a
     # Megatron job's NCCL INFO and data-loader lines can pass 4 MiB before iteration 1;
     # fuzz round 20, C1): each later window of lines is shown to those detectors once
-    late = LateDetection(
-        [f for f in formats() if not f.detect(sample)]
-        if len(sample.encode("utf-8", errors="replace")) >= DETECT_BYTES
-        else [],
-        str(path),
-    )
+    named = {fmt.name for fmt, _ in active}
+    late = LateDetection([f for f in formats() if longer and f.name not in named], str(path))
     first_line, skipped = _stream(path, item, active, late)
     if skipped:
         item.notes.append(

@@ -241,7 +241,8 @@ class RankTrace:
     """ProfilerStep annotations in the file; above `MAX_STEPS` only the first are analysed."""
     truncated: str | None = None
     unusable: int = 0
-    """Complete events left out for a negative, non-finite or missing start or duration."""
+    """Complete events left out for a negative, non-finite, missing or impossible start or
+    duration (`MAX_EVENT_US`, `MAX_TIMESTAMP_US`)."""
     collectives: dict[str, float] = field(default_factory=dict)
     """Collective name -> seconds of it inside the analysed steps (union per name)."""
 

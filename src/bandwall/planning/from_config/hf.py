@@ -177,18 +177,16 @@ def derive(values: Values, mapped: Mapped, ctx: Context) -> list[Default]:
     mapped.assigns.append(values.assign("model", "custom", *(s.sources[0].key for s in shape[:1])))
     mapped.assigns[-1].sources = shape[0].sources
     _moe_layers(values, mapped)
-    fields = {a.field for a in mapped.assigns}
-    if "experts" in fields and "top_k" not in fields:
+    experts = next((a for a in mapped.assigns if a.field == "experts"), None)
+    if experts is not None and not any(a.field == "top_k" for a in mapped.assigns):
         # priced as top-1 without a word; transformers' defaults differ by family (Mixtral
         # 2, Qwen2-MoE 4, Qwen3-MoE 8): ask (fuzz round 22, B7)
-        key = next(k for k in ("num_local_experts", "num_experts", "n_routed_experts",
-                               "ffn_config.moe_num_experts") if k in values)  # fmt: skip
         mapped.problems.append(
             Problem(
                 "top_k",
                 "experts without num_experts_per_tok: give --top-k (the experts each token "
                 "is routed to)",
-                values.src(key),
+                experts.sources[0] if experts.sources else None,
             )
         )
     _gated_mlp(values, mapped, kind, act)
@@ -248,19 +246,25 @@ _SSM_KEYS = ("mamba_d_state", "attn_layer_period", "ssm_state_size", "mamba_expa
 def _hybrid(values: Values, mapped: Mapped, kind: str) -> bool:
     """A state-space or hybrid model is refused: its Mamba layers would be priced as
     attention (fuzz round 22, B3: Jamba at 92B of its 52B, every layer MoE)."""
-    key = next((k for k in _SSM_KEYS if k in values), None)
-    if kind not in SSM_FAMILIES and key is None:
-        return False
-    where = values.src("model_type") if "model_type" in values else None
+    if kind in SSM_FAMILIES:  # kind comes from model_type, so the key is there
+        what, key = f"model_type {kind}", "model_type"
+    else:
+        key = next((k for k in _SSM_KEYS if k in values), "")
+        if not key:
+            return False
+        what = key
     mapped.problems.append(
         Problem(
             "model",
-            f"{'model_type ' + kind if kind in SSM_FAMILIES else key}: a state-space (Mamba) "
-            "model or hybrid; bandwall prices transformer layers only",
-            where if kind in SSM_FAMILIES or key is None else values.src(key),
+            f"{what}: a state-space (Mamba) model or hybrid; bandwall prices transformer "
+            "layers only",
+            values.src(key),
         )
     )
     return True
+
+
+_LEADING_DENSE = "bandwall prices leading dense layers (--dense-layers) and MoE in all the others"
 
 
 def _moe_layers(values: Values, mapped: Mapped) -> None:
@@ -274,8 +278,7 @@ def _moe_layers(values: Values, mapped: Mapped) -> None:
             mapped.problems.append(
                 Problem(
                     "dense_layers",
-                    f"MoE once every {every} layers is not expressible: bandwall prices leading "
-                    "dense layers (--dense-layers) and MoE in all the others",
+                    f"MoE once every {every} layers is not expressible: {_LEADING_DENSE}",
                     values.src(key),
                 )
             )
@@ -292,8 +295,7 @@ def _moe_layers(values: Values, mapped: Mapped) -> None:
         mapped.problems.append(
             Problem(
                 "dense_layers",
-                f"dense layers {dense!r} are not the leading ones: bandwall prices leading "
-                "dense layers (--dense-layers) and MoE in all the others",
+                f"dense layers {dense!r} are not the leading ones: {_LEADING_DENSE}",
                 values.src("mlp_only_layers"),
             )
         )

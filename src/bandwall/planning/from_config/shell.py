@@ -370,20 +370,16 @@ def parse_script(lines: list[str]) -> Script:  # noqa: C901
                     text = "${" + a.group(1) + TOO_LONG + "}"
                 name = a.group(1)
                 before = script.variables.get(name)
-                if loop_depth or (
-                    # two settled values an undecided `if` chooses between (where one still
-                    # holds a variable the file does not set, the first is kept, as before)
+                # the value depends on an iteration, or on which of two settled values an
+                # undecided `if` chooses (where one still holds a variable the file does
+                # not set, the first is kept, as before)
+                unsettled = loop_depth > 0 or (
                     conditional and before is not None and before != text
                     and "$" not in before + text
-                ):  # fmt: skip
-                    # the value depends on a branch or an iteration the file does not settle
+                )  # fmt: skip
+                if unsettled:
                     text = "${" + name + UNSETTLED + "}"
-                if (
-                    not conditional
-                    or loop_depth
-                    or name not in script.variables
-                    or (text.endswith(UNSETTLED + "}"))
-                ):
+                if unsettled or not conditional or before is None:
                     script.variables[name] = text
                 continue
         words: list[str] = []
