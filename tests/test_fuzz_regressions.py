@@ -1604,6 +1604,8 @@ def test_results_export_never_writes_over_the_store_it_reads(
     out = check(_words("results export latest --db store.csv --format csv -o store.csv"), capsys)
     assert out.code == 2 and "is the results database being read" in out.err, out.err
     assert Path("store.csv").read_bytes() == before
+    out = check(_words("results export latest --db store.csv -o run.txt"), capsys)
+    assert out.code == 2 and "use one of: .json, .csv" in out.err, out.err
     out = check(_words("results export latest --db store.csv -o run.csv"), capsys)
     assert out.code == 0, out.err
     assert Path("run.csv").read_text().startswith("op,size_bytes,")

@@ -407,6 +407,8 @@ def results_export(
         # the file's suffix says the format, as sweep's -o does (fuzz round 22, C2: '-o x.csv'
         # was refused with 'use one of: .json')
         suffix = os.path.splitext(output or "")[1].lower()
+        if output is not None and suffix not in (".json", ".csv"):
+            check_output(output, field="output", formats=(".json", ".csv"))  # names both
         fmt = suffix[1:] if suffix in (".json", ".csv") else "json"
     if fmt not in ("json", "csv"):
         raise unknown_choice("format", fmt, ("json", "csv"))
