@@ -321,9 +321,14 @@ def test_options_doc_is_generated_from_the_schema() -> None:
     """docs/options.md is `python -m bandwall.cli.docs`: regenerate it when the schema
     changes."""
     from bandwall.cli.docs import options_markdown
+    from bandwall.planning.request import PlanRequest
 
     doc = Path(__file__).resolve().parents[2] / "docs" / "options.md"
     assert doc.read_text() == options_markdown()
+    # every option is one table row: a multi-line docstring broke 33 rows in two
+    rows = [line for line in doc.read_text().splitlines() if line.startswith("| `--")]
+    assert len(rows) == len(PlanRequest.model_fields)
+    assert all(line.endswith(" |") for line in rows)
 
 
 def test_help_lists_allowed_values(run_cli) -> None:  # type: ignore[no-untyped-def]

@@ -453,6 +453,28 @@ def test_lora_trains_a_sliver() -> None:
     assert lora.metrics["compute_s"] < full.metrics["compute_s"]  # no weight gradients
 
 
+def test_lora_counts_the_flops_it_runs_and_prices_a_billion_tokens() -> None:
+    """A fine-tune's MFU leaves out the weight-gradient GEMMs of its frozen base (2 of the 6
+    FLOPs per matmul parameter and token, Kaplan et al. 2020): counting them read 81% MFU for
+    Llama 2 70B at rank 16. Its default budget is a pricing unit (1B tokens), not 20 tokens
+    per frozen parameter (1.4T tokens, "2.58 y" to fine-tune)."""
+    w = get_workload("llama2-70b")
+    layout = {**PINNED, "tp": 8, "pp": 2, "micro_batch": 1}
+    full = plan_of(model="llama2-70b", gpus=64, **layout).metrics
+    lora = plan_of(model="llama2-70b", gpus=64, **layout, lora_rank=16).metrics
+    share = lora_trainable_fraction(w, 16)
+    attention = 12 * 80 * 64 * 128 * w.seq_len  # per token, PaLM appendix B: 12·L·a·d_head·s
+    matmul = w.flops_per_token - attention  # 6 × the matmul parameters a token uses
+    # hand count: causal model FLOPs less the frozen share of the weight gradient (matmul / 3)
+    per_seq = (matmul + attention / 2 - (1 - share) * matmul / 3) * w.seq_len
+    tflops = lora["global_batch"] * per_seq / lora["step_time_s"] / 64 / 1e12
+    assert lora["tflops_per_gpu"] == pytest.approx(tflops, rel=1e-9)
+    assert lora["tokens"] == 1e9
+    assert full["tokens"] == 20 * w.params
+    with_budget = plan_of(model="llama2-70b", gpus=64, **layout, lora_rank=16, tokens=5e9)
+    assert with_budget.metrics["tokens"] == 5e9
+
+
 def test_lora_under_a_sharded_optimizer_gathers_only_the_adapters() -> None:
     """ZeRO-1/2 all-gathers the parameters the optimizer updated; LoRA's frozen base weights
     stay replicated and never move. The gather was priced over the whole base (0.2-0.5 s a

@@ -27,7 +27,8 @@ def options_markdown() -> str:
         lines += [f"## {group}", "", "| option | field | sweep | what |", "|---|---|---|---|"]
         for name in names:
             vector = "vector" if name in VECTOR_FIELDS else "loop"
-            text = option_help(name).replace("|", "\\|")
+            # one table row per option: a docstring's line breaks would end the row
+            text = " ".join(option_help(name).split()).replace("|", "\\|")
             lines.append(f"| `--{field_flag(name)}` | `{name}` | {vector} | {text} |")
         lines.append("")
     return "\n".join(lines)

@@ -475,7 +475,8 @@ class PlanRequest(DocumentedModel):
     eval_samples: int = Field(default=0, ge=0, le=1 << 40, json_schema_extra=_meta("budget"))
     """Sequences (or images) per evaluation."""
     tokens: Count | None = Field(default=None, ge=1, le=1e18, json_schema_extra=_meta("budget"))
-    """Token budget, e.g. 1T or 300B (default: 20 tokens per parameter)."""
+    """Token budget, e.g. 1T or 300B (default: 20 tokens per parameter; 1B for a LoRA
+    fine-tune, which has no compute-optimal size)."""
     epochs: float | None = Field(default=None, ge=1e-6, le=1e6, json_schema_extra=_meta("budget"))
     """Epochs for CNNs (default 90)."""
 

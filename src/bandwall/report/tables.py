@@ -183,7 +183,7 @@ def plan_tables(plan: Plan) -> list[Table]:
 def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     """The inputs that decide the answer, each with where it came from (an option the user set
     or the default), so a surprising number can be traced without --json."""
-    from bandwall.model.engine import CHINCHILLA_TOKENS_PER_PARAM
+    from bandwall.model.engine import CHINCHILLA_TOKENS_PER_PARAM, FINE_TUNE_TOKENS
 
     m, req, w = plan.metrics, plan.request, plan.workload
     given = req.model_fields_set
@@ -201,12 +201,18 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
             )
     if isinstance(w, Transformer):
         batch = f"{gb:,} sequences × {w.seq_len:,} = {gb * w.seq_len:,} tokens per step ({gb_src})"
-        budget = (
-            f"{m['tokens']:,.0f} tokens (--tokens)"
-            if "tokens" in given
-            else f"{m['tokens']:,.0f} tokens ({CHINCHILLA_TOKENS_PER_PARAM} per parameter, the "
-            "default; --tokens to change)"
-        )
+        if "tokens" in given:
+            budget = f"{m['tokens']:,.0f} tokens (--tokens)"
+        elif req.lora_rank:
+            budget = (
+                f"{FINE_TUNE_TOKENS:,.0f} tokens (a fine-tune has no compute-optimal size: "
+                "priced per billion tokens; --tokens to set yours)"
+            )
+        else:
+            budget = (
+                f"{m['tokens']:,.0f} tokens ({CHINCHILLA_TOKENS_PER_PARAM} per parameter, the "
+                "default; --tokens to change)"
+            )
     else:
         batch = f"{gb:,} images per step ({gb_src})"
         budget = f"{m['samples']:,.0f} images ({m['samples'] / w.dataset_samples:,.3g} epochs)"
@@ -244,9 +250,19 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
 def _mfu_convention_text(plan: Plan) -> str:
     """Which FLOPs MFU counts: published MFUs differ by convention alone (12% for an 8B model
     at 8k tokens, more on longer sequences), so the other common count is printed beside it."""
-    from bandwall.model.compute import full_attention_ratio
+    from bandwall.model.compute import (
+        model_flops_per_sample,
+        training_flops_per_sample,
+        weight_gradient_flops_per_sample,
+    )
+    from bandwall.model.engine import lora_trainable_fraction
 
-    full = plan.metrics["mfu"] * full_attention_ratio(plan.workload)
+    w = plan.workload
+    frozen = (1 - lora_trainable_fraction(w, plan.request.lora_rank)) * (
+        weight_gradient_flops_per_sample(w)
+    )
+    ratio = (training_flops_per_sample(w) - frozen) / (model_flops_per_sample(w) - frozen)
+    full = plan.metrics["mfu"] * ratio
     return (
         "causal attention once, as Megatron-Bridge and Meta count; counting the full score "
         f"matrix (PaLM, torchtitan) it reads {full:.1%}"

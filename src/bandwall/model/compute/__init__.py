@@ -48,6 +48,7 @@ from bandwall.model.compute.roofline import (
     model_flops_per_token,
     sustained_flops,
     training_flops_per_sample,
+    weight_gradient_flops_per_sample,
 )
 from bandwall.model.compute.step import (
     LmHeadCost,
@@ -105,4 +106,5 @@ __all__ = [
     "sustained_flops",
     "training_flops_per_sample",
     "transformer_layer",
+    "weight_gradient_flops_per_sample",
 ]

@@ -208,6 +208,16 @@ def model_flops_per_sample(w: Workload) -> float:
     return w.flops_per_sample
 
 
+def weight_gradient_flops_per_sample(w: Workload) -> float:
+    """The weight-gradient GEMMs' share of `model_flops_per_sample`: 2 × matmul parameters per
+    token, a third of the 6 (Kaplan et al. 2020: forward 2, input and weight gradients 2 each).
+    Frozen weights (LoRA) skip it, so their model FLOPs count forward + input gradient only."""
+    if not isinstance(w, Transformer):
+        return w.flops_per_sample / 3
+    attention = 12 * w.layers * w.heads * w.head_dim * w.seq_len
+    return (w.flops_per_token - attention) / 3 * w.seq_len
+
+
 def full_attention_ratio(w: Workload) -> float:
     """How much higher an MFU or TFLOP/s reads counting the full score matrix (PaLM,
     torchtitan) than counting causal attention once (`model_flops_per_sample`)."""
