@@ -4,7 +4,8 @@
 
 MFU is counted one way for every row, whatever the source used, the way `plan` counts it: 6 ×
 matmul parameters a token uses + 6 × layers × heads × head_dim × seq_len (causal attention
-counted once, as Megatron-Bridge and Meta count; PaLM appendix B counts 12×) per token, over the
+counted once, as Megatron-Bridge and Meta count; PaLM appendix B counts 12×) per token, less the
+weight-gradient third of the matmul FLOPs for a LoRA run's frozen weights, over the
 dense bf16 peak of the GPU (fp8 runs too, so the columns compare). The published figure is
 converted from the run's measured step time (`measured_step_s`, itself converted from the
 source's tokens/s or TFLOP/s by the formula in the row's `conversion` column). Split: fit rows
@@ -17,7 +18,8 @@ import sys
 
 from bandwall.catalog import Precision, load_catalog
 from bandwall.measure.calibrate.runs import load_runs, request_for_run
-from bandwall.model.compute import model_flops_per_sample
+from bandwall.model.compute import model_flops_per_sample, weight_gradient_flops_per_sample
+from bandwall.model.engine import lora_trainable_fraction
 from bandwall.planning.api import evaluate_points
 
 
@@ -31,8 +33,11 @@ def rows() -> list[dict[str, object]]:
         w, m, _ = evaluate_points(req, {})
         metrics = m.row(0)
         gpus = int(metrics["gpus"])
-        # causal attention counted once, as `plan` counts MFU (compute.model_flops_per_sample)
-        flops = metrics["global_batch"] * model_flops_per_sample(w)
+        # causal attention counted once, as `plan` counts MFU (compute.model_flops_per_sample),
+        # less the weight gradients a LoRA run's frozen base never computes
+        trainable = lora_trainable_fraction(w, req.lora_rank)
+        frozen = (1 - trainable) * weight_gradient_flops_per_sample(w)
+        flops = metrics["global_batch"] * (model_flops_per_sample(w) - frozen)
         peak = cat.gpu(str(req.gpu)).peak_flops(Precision.BF16) * gpus
         out.append(
             {

@@ -33,7 +33,7 @@ class GpuPerf(BaseModel):
         description="Output tile (rows, cols) of the fastest GEMM kernels, for wave quantisation."
     )
     kernel_launch_us: float = Field(ge=0, description="CPU cost of one kernel launch.")
-    arch: Literal["ampere", "ada", "hopper", "blackwell", "cdna3"] = Field(
+    arch: Literal["ampere", "ada", "hopper", "blackwell", "cdna3", "cdna4"] = Field(
         default="hopper",
         description="Architecture family: selects GEMM tiles and the FlashAttention kernel.",
     )

@@ -275,7 +275,7 @@ class Facts:
 
     @property
     def gpu_arch_name(self) -> str:
-        return {"cdna3": "CDNA 3"}.get(self.gpu_arch, self.gpu_arch.capitalize())
+        return {"cdna3": "CDNA 3", "cdna4": "CDNA 4"}.get(self.gpu_arch, self.gpu_arch.capitalize())
 
     @property
     def whole_below(self) -> int:

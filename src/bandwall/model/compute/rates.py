@@ -59,6 +59,8 @@ GEMM_TILES: dict[str, tuple[tuple[int, int], ...]] = {
     "hopper": ((128, 256), (256, 128), (128, 128), (128, 64), (64, 256), (64, 128)),
     "blackwell": ((128, 256), (256, 128), (128, 128), (128, 64), (64, 128)),
     "cdna3": ((256, 256), (256, 128), (128, 128), (128, 64)),
+    # CDNA4 keeps 256x256 output tiles for its fastest GEMMs (HipKittens, arXiv 2511.08083)
+    "cdna4": ((256, 256), (256, 128), (128, 128), (128, 64)),
 }
 #: The FlashAttention generation each architecture runs by default (FA2 on Ampere/Ada/CDNA via
 #: CK, FA3 on Hopper, FA4 on Blackwell: Dao-AILab/flash-attention README).
@@ -66,6 +68,7 @@ DEFAULT_ATTENTION_KERNEL = {
     "ampere": "fa2",
     "ada": "fa2",
     "cdna3": "fa2",
+    "cdna4": "fa2",
     "hopper": "fa3",
     "blackwell": "fa4",
 }
@@ -98,7 +101,7 @@ class GpuRates:
     """CPU time per kernel launch."""
     virtualization_overhead: float = 0.0
     arch: str = "hopper"
-    """Architecture family: ampere, ada, hopper, blackwell, cdna3 (selects tiles, attention)."""
+    """Architecture family: ampere, ada, hopper, blackwell, cdna3, cdna4 (tiles, attention)."""
     bf16_peak_flops: float = 0.0
     """Dense bf16 peak; 0 means `peak_flops`."""
     fp8_peak_flops: float = 0.0
