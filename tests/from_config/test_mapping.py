@@ -65,6 +65,19 @@ def test_the_command_line_overrides_the_file(tmp_path: Path) -> None:
     assert any("the command line overrides: --tp" in ln for ln in render(result))
 
 
+def test_megatron_recompute_modules(tmp_path: Path) -> None:
+    """--recompute-modules (nargs) maps to the request's comma-joined names under selective
+    recomputation; a name Megatron-Core does not have names the file line."""
+    extra = "--recompute-granularity selective --recompute-modules mlp layernorm"
+    f = _fields(_write(tmp_path, "job.sh", MEGATRON.format(extra=extra)))
+    assert (f["recompute"], f["recompute_modules"]) == ("selective", "layernorm,mlp")
+    bad = "--recompute-granularity selective --recompute-modules attn"
+    with pytest.raises(
+        ConfigError, match=r"job.sh:\d+: --recompute-modules: unknown module 'attn'"
+    ):
+        _fields(_write(tmp_path, "job.sh", MEGATRON.format(extra=bad)))
+
+
 def test_megatron_fields_and_defaults(tmp_path: Path) -> None:
     extra = (
         "--recompute-granularity full --recompute-method block --recompute-num-layers 4 "

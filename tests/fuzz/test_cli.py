@@ -278,6 +278,8 @@ KNOWN = [
     (["plan", "--gpus", "64", "--gpus-per-node", "7"], "--gpus-per-node"),
     (["plan", "--gpus", "8", "--sites", "64", "--wan", "internet-10g"], "--sites"),
     (["plan", "--lora-rank", "9000"], "--lora-rank"),
+    (["plan", "--recompute-modules", "mlp"], "--recompute-modules"),
+    (["plan", "--recompute", "selective", "--recompute-modules", "attn"], "--recompute-modules"),
     (["infer", "--max-concurrency", "256", "--concurrency", "512"], "--concurrency"),
     (["compare", "--infer-models", "llama3-8b"], "--infer-models"),
     (["compare", "--chart", "x.png"], "--chart"),

@@ -413,6 +413,40 @@ def test_fp8_linears_keep_their_inputs_in_one_byte() -> None:
     assert mem[("fp8", "fsdp2")] == pytest.approx(mem[("bf16", "fsdp2")])
 
 
+def test_megatron_recompute_modules_drop_what_they_rerun() -> None:
+    """Megatron-Core --recompute-modules (transformer_config.py `recompute_modules`): a
+    checkpointed MLP keeps only its input, so the classic layer's 34·h bytes per token
+    (Korthikanti et al. 2022 eq. 5, selective, t = 1) lose the MLP's inside (FC1 output 8·h,
+    FC2 input 8·h): 18·h with `mlp`; `layernorm` drops the two norm outputs the QKV and FC1
+    GEMMs read (2·2h): 30·h. The rerun costs the MLP's GEMMs (8h of the 12h of projection
+    widths q, k, v, o, up, down) and the element-wise work of the 16 of 34 bytes it drops."""
+    w = custom_transformer(
+        layers=8, hidden=4096, heads=32, vocab=1000, seq_len=2048, gated_mlp=False
+    )
+    h = 4096
+
+    def per_token(mods: frozenset[str]) -> float:  # bytes
+        return sum(memory.module_elements_per_token_layer(w, False, mods))
+
+    assert per_token(frozenset()) == 34 * h  # the selective set itself
+    assert per_token(frozenset({"mlp"})) == 18 * h
+    assert per_token(frozenset({"layernorm"})) == 30 * h
+    gemm, elementwise = memory.module_rerun(w, False, frozenset({"mlp"}))
+    assert gemm == pytest.approx(8 / 12) and elementwise == pytest.approx(16 / 34)
+    # an MoE layer's `moe` drops every expert path; `moe_act` only the activation outputs
+    moe = get_workload("mixtral-8x7b")
+    ffn = moe.moe_ffn or moe.ffn
+    full = sum(memory.module_elements_per_token_layer(moe, True, frozenset()))
+    act = sum(memory.module_elements_per_token_layer(moe, True, frozenset({"moe_act"})))
+    assert full - act == 2 * moe.top_k * ffn  # one 2-byte element per expert path and width
+    # the engine: less memory, more recompute than the default selective (core attention)
+    common = dict(model="mixtral-8x7b", gpus=64, tp=2, pp=1, cp=1, ep=8, zero=1, micro_batch=1)
+    sel = plan_of(**common, recompute="selective").metrics
+    mods = plan_of(**common, recompute="selective", recompute_modules="moe").metrics
+    assert mods["memory_activations_bytes"] < 0.6 * sel["memory_activations_bytes"]
+    assert mods["compute_s"] > sel["compute_s"]
+
+
 def test_moe_activations_scale_with_top_k() -> None:
     w = get_workload("mixtral-8x7b")
     top1 = w.model_copy(update={"top_k": 1})

@@ -481,6 +481,7 @@ def _activation_memory(
             full_share=full_share,
             selective_op=selective_op,
             fp8_inputs=fp8_inputs,
+            modules=opt.recompute_modules,
         )
 
     # the first rank holds min(pp, m) micro-batches in flight (1F1B), a middle one one fewer,
@@ -732,6 +733,18 @@ def _layer_compute(
         selective = rerun * mix(dense.fwd_gemm_s, moe.fwd_gemm_s) + mix(
             dense.fwd_memory_s, moe.fwd_memory_s
         )
+    elif opt.recompute is Recompute.SELECTIVE and opt.recompute_modules:
+        # Megatron's --recompute-modules: the GEMMs and element-wise kernels of the rerun
+        # submodules, and the attention core only where core_attn is among them
+        mods = opt.recompute_modules
+        core = "core_attn" in mods
+
+        def rerun_s(cost: compute.LayerCost, moe_layer: bool) -> Any:
+            gemm, elementwise = memory.module_rerun(w, moe_layer, mods)
+            attention = cost.recompute_selective_s if core else 0.0
+            return gemm * cost.fwd_gemm_s + elementwise * cost.fwd_memory_s + attention
+
+        selective = mix(rerun_s(dense, False), rerun_s(moe, True))
     elif opt.recompute is Recompute.SELECTIVE or not opt.flash_attention:
         selective = mix(dense.recompute_selective_s, moe.recompute_selective_s)
     else:

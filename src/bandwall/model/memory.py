@@ -120,6 +120,60 @@ def policy_elements_per_token_layer(
     return ACT_BYTES * rep, ACT_BYTES * shard
 
 
+def module_elements_per_token_layer(
+    w: Transformer, moe_layer: bool, modules: frozenset[str], fp8_inputs: bool = False
+) -> tuple[float, float]:
+    """Activation bytes per token per layer under Megatron's selective recomputation of
+    `modules`: the selective set of `activation_elements_per_token_layer` less what each
+    recomputed submodule would have kept (a checkpointed MLP or MoE layer keeps only its input,
+    the norm's output counted outside it). Returns (replicated without SP, TP-sharded) bytes."""
+    h, hq, kv = float(w.hidden), float(w.heads * w.head_dim), float(w.kv_dim)
+    gate = 2.0 if w.gated_mlp else 1.0
+    width, paths = _mlp_widths(w, moe_layer)
+    gemm_in = 0.5 if fp8_inputs else 1.0
+    norm_out = 0.0 if "layernorm" in modules else gemm_in * (h + h)
+    replicated = 2 * h + norm_out + 0.5 * h + 0.5 * h
+    qkv = 0.0 if "mla_up_proj" in modules else hq + 2 * kv
+    if moe_layer:
+        shared = float(w.shared_experts)
+        routed = paths - shared
+        if "moe" in modules:
+            routed = shared = 0.0
+        if "shared_experts" in modules:
+            shared = 0.0
+        act_out = 0.0 if "moe_act" in modules else gemm_in
+        mlp = width * (routed * (gate + act_out) + shared * (gate + gemm_in))
+    else:
+        mlp = 0.0 if "mlp" in modules else width * (gate + gemm_in)
+    sharded = qkv + gemm_in * hq + mlp
+    return ACT_BYTES * replicated, ACT_BYTES * sharded
+
+
+def module_rerun(w: Transformer, moe_layer: bool, modules: frozenset[str]) -> tuple[float, float]:
+    """(share of the layer's forward GEMM FLOPs, share of its forward element-wise work) that
+    Megatron's selective recomputation of `modules` reruns in backward. GEMMs by their output
+    widths (q, k, v, o and the MLP or experts' up/gate and down projections); element-wise work
+    in proportion to the activation bytes the modules drop, which their kernels recreate. The
+    MoE layer's rerun token dispatch is not priced again."""
+    hq, kv = float(w.heads * w.head_dim), float(w.kv_dim)
+    gate = 2.0 if w.gated_mlp else 1.0
+    width, paths = _mlp_widths(w, moe_layer)
+    mlp_total = paths * (gate + 1) * width
+    total = hq + 2 * kv + hq + mlp_total
+    rerun = (hq + 2 * kv) * ("mla_up_proj" in modules)
+    if moe_layer:
+        shared = float(w.shared_experts)
+        if "moe" in modules:
+            rerun += mlp_total
+        elif "shared_experts" in modules:
+            rerun += shared * (gate + 1) * width
+    elif "mlp" in modules:
+        rerun += mlp_total
+    kept = sum(module_elements_per_token_layer(w, moe_layer, modules))
+    full = sum(module_elements_per_token_layer(w, moe_layer, frozenset()))
+    return rerun / total, 1.0 - kept / full
+
+
 def policy_rerun(w: Transformer, saved: frozenset[str]) -> tuple[float, bool]:
     """(share of the layer's projection FLOPs rerun in backward, whether the attention core
     reruns) under a remat policy keeping `saved`. Backward needs every projection's input
@@ -267,6 +321,7 @@ def transformer_activation_bytes(
     full_share: Any = None,
     selective_op: bool = False,
     fp8_inputs: bool = False,
+    modules: frozenset[str] = frozenset(),
 ) -> tuple[Any, Any]:
     """Activation bytes on one pipeline stage and the share of its layers fully recomputed.
 
@@ -279,6 +334,8 @@ def transformer_activation_bytes(
     recomputation the selective set plus 5·heads·seq bytes of scores unless FlashAttention
     never stores them. AUTO recomputes just enough layers fully to fit (Megatron's
     --recompute-num-layers); that share costs one extra forward pass in the compute term.
+    `modules`: with SELECTIVE, Megatron's recomputed submodules (`vocab.RECOMPUTE_MODULES`; empty:
+    core attention only, the default).
     """
     seq = float(w.seq_len)
     moe_share = w.moe_layers / w.layers
@@ -289,6 +346,9 @@ def transformer_activation_bytes(
     elif selective_op:
         rep_d, shard_d = op_sac_elements_per_token_layer(w, moe_layer=False)
         rep_m, shard_m = op_sac_elements_per_token_layer(w, moe_layer=True)
+    elif modules and recompute is Recompute.SELECTIVE:
+        rep_d, shard_d = module_elements_per_token_layer(w, False, modules, fp8_inputs)
+        rep_m, shard_m = module_elements_per_token_layer(w, True, modules, fp8_inputs)
     else:
         rep_d, shard_d = activation_elements_per_token_layer(w, False, fp8_inputs)
         rep_m, shard_m = activation_elements_per_token_layer(w, True, fp8_inputs)
@@ -301,8 +361,10 @@ def transformer_activation_bytes(
         selective = rep + shard / tp
         full = ACT_BYTES * float(w.hidden)
     scores = 0.0 if flash_attention else ATTN_SCORES_PER_HEAD_SEQ * w.heads * seq / tp
+    # a module list without core_attn keeps the scores (unfused attention stores them)
+    kept_scores = scores if modules and "core_attn" not in modules else 0.0
     per_tok = {
-        Recompute.SELECTIVE: selective,
+        Recompute.SELECTIVE: selective + kept_scores,
         Recompute.FULL: full,
         Recompute.NONE: selective + scores,
     }

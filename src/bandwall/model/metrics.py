@@ -115,6 +115,9 @@ class StepOptions:
     fp8_weights: bool = False
     recompute_layers: int | None = None
     """Layers per model chunk fully recomputed (with Recompute.FULL); None: all."""
+    recompute_modules: frozenset[str] = frozenset()
+    """Megatron's recomputed submodules with Recompute.SELECTIVE (`memory.RECOMPUTE_MODULES`);
+    empty: core attention only."""
     cuda_graphs: bool = False
     compile: bool = False
     pp_first_stage_layers: int | None = None

@@ -47,3 +47,20 @@ class Stack(StrEnum):
     FSDP2 = "fsdp2"
     DEEPSPEED = "deepspeed"
     MAXTEXT = "maxtext"
+
+
+#: Megatron-Core's selective recomputation by submodule (--recompute-modules;
+#: megatron/core/transformer/transformer_config.py `recompute_modules`): core_attn (the
+#: default), layernorm (both norms), mla_up_proj (MLA's up-projections and RoPE: q, k, v),
+#: mlp (the dense MLP), moe (the whole MoE layer), moe_act (the experts' activation function),
+#: shared_experts. layernorm, moe_act and mla_up_proj discard their outputs and rerun them in
+#: backward; the others checkpoint their input and rerun their forward (`memory.py`).
+RECOMPUTE_MODULES = (
+    "core_attn",
+    "layernorm",
+    "mla_up_proj",
+    "mlp",
+    "moe",
+    "moe_act",
+    "shared_experts",
+)

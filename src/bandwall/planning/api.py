@@ -111,6 +111,7 @@ def step_options(req: PlanRequest, global_batch: Any) -> StepOptions:
         attention_kernel=req.attention_kernel,
         fp8_weights=req.fp8_weights,
         recompute_layers=req.recompute_layers,
+        recompute_modules=frozenset((req.recompute_modules or "").split(",")) - {""},
         cuda_graphs=req.cuda_graphs,
         compile=req.compile,
         pp_first_stage_layers=req.pp_first_stage_layers,

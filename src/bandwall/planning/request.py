@@ -33,7 +33,7 @@ from pydantic import (
 
 from bandwall.docfields import DocumentedModel
 from bandwall.errors import ConfigError
-from bandwall.model.vocab import Mitigation, Recompute, Schedule
+from bandwall.model.vocab import RECOMPUTE_MODULES, Mitigation, Recompute, Schedule
 from bandwall.units import parse_count, parse_duration_s, parse_number, parse_rate_Gbps
 
 #: Upper bounds shared by the CLI and the web API, so no input can ask for an absurd amount of
@@ -386,6 +386,12 @@ class PlanRequest(DocumentedModel):
     )
     """With --recompute full: layers fully recomputed per model chunk (Megatron
     --recompute-method block --recompute-num-layers); unset: all."""
+    recompute_modules: str | None = Field(
+        default=None, max_length=200, json_schema_extra=_meta("strategy")
+    )
+    """With --recompute selective: the submodules rerun in backward, comma-separated
+    (Megatron --recompute-modules): core_attn, layernorm, mla_up_proj, mlp, moe, moe_act,
+    shared_experts; unset: core_attn."""
     cuda_graphs: bool = Field(default=False, json_schema_extra=_meta("strategy"))
     """Capture the step in CUDA graphs (or torch.compile with reduce-overhead): kernel launches
     no longer wait on the CPU."""
@@ -560,6 +566,19 @@ class PlanRequest(DocumentedModel):
 
         fields_only = bool(info.context and info.context.get("fields_only"))
         return rules.apply(cls, data, handler, check_rules=not fields_only)
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _recompute_modules(cls, value: str | None) -> str | None:
+        """One spelling per set: the names sorted and comma-joined (commas or spaces in)."""
+        if value is None:
+            return value
+        names = {n for n in value.replace(",", " ").lower().split()}
+        unknown = sorted(names - set(RECOMPUTE_MODULES))
+        if unknown or not names:
+            what = f"unknown module {unknown[0]!r}" if unknown else "no module named"
+            raise ValueError(f"{what}; choose from: {', '.join(RECOMPUTE_MODULES)}")
+        return ",".join(sorted(names))
 
     @field_validator("compression")
     @classmethod

@@ -87,6 +87,7 @@ TRAINING_ONLY = (
     "attention_kernel",
     "fp8_weights",
     "recompute_layers",
+    "recompute_modules",
     "cuda_graphs",
     "compile",
     "profile",
@@ -456,6 +457,14 @@ RULES: tuple[Rule, ...] = (
         "are recomputed); add --recompute full or drop --recompute-layers",
         {"recompute_layers": 4},
         triggers=("recompute_layers", "recompute"),
+    ),
+    Rule(
+        "recompute_modules",
+        lambda f: f.given("recompute_modules") and _value(f.req.recompute) != "selective",
+        "applies to --recompute selective (Megatron's --recompute-modules: which submodules "
+        "are rerun); add --recompute selective or drop --recompute-modules",
+        {"recompute_modules": "mlp"},
+        triggers=("recompute_modules", "recompute"),
     ),
     Rule(
         "reshard_after_forward",

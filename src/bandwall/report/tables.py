@@ -234,6 +234,8 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
             "published runs); --gemm-efficiency"
         )
     recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
+    if req.recompute_modules:
+        recompute = f"selective: {req.recompute_modules.replace(',', ', ')} rerun in backward"
     rows = [
         ("global batch", batch),
         ("budget", budget),

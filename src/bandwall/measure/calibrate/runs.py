@@ -14,12 +14,14 @@ time: negative means the model is too fast.
 from __future__ import annotations
 
 import csv
+import re
 import statistics
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from bandwall.errors import ConfigError
+from bandwall.model.vocab import RECOMPUTE_MODULES
 from bandwall.planning.api import evaluate_points
 from bandwall.planning.request import PlanRequest, make_request
 
@@ -114,6 +116,17 @@ def _recompute(text: str) -> tuple[str | None, int | None]:
         name = t.split(":", 1)[1].split()[0].replace("minimal_flash", "minimal_with_context")
         return name, None
     return "selective", None  # torchtitan op-level AC, Megatron selective
+
+
+def _recompute_modules(text: str) -> str | None:
+    """Megatron's recomputed submodules a selective row names ('selective (recompute_modules:
+    mla_up_proj, mlp)', 'RecomputeModule mla_up_proj,mlp,moe'); None where it names none (core
+    attention, the default)."""
+    t = text.lower()
+    if not t.startswith("selective") or "module" not in t:
+        return None
+    names = [m for m in RECOMPUTE_MODULES if re.search(rf"(?<![a-z_]){m}(?![a-z_])", t)]
+    return ",".join(names) or None
 
 
 def _fp8_recipe(text: str) -> str | None:
@@ -283,6 +296,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "fp8_weights": fp8 and _fp8_weights(row),
         "recompute": recompute,
         "recompute_layers": recompute_layers,
+        "recompute_modules": _recompute_modules(_cell(row, "recompute")),
         "sequence_parallel": _bool(row, "sequence_parallel"),
         "overlap_grad_reduce": _bool(row, "overlap_grad_reduce"),
         "overlap_param_gather": _bool(row, "overlap_param_gather"),

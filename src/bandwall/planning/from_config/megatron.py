@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from bandwall.model.vocab import RECOMPUTE_MODULES
 from bandwall.planning.from_config.common import (
     Context,
     Default,
@@ -108,6 +109,7 @@ TABLE: dict[str, Rule | str] = {
     "recompute_method": _D,
     "recompute_num_layers": _D,
     "recompute_activations": _D,
+    "recompute_modules": _D,
     "checkpoint_activations": _D,
     "deepspeed_activation_checkpointing": "DeepSpeed's implementation of the recomputation "
     "--checkpoint-activations asks for",
@@ -302,6 +304,17 @@ def _sharding(values: Values, mapped: Mapped) -> list[Default]:
     ]
 
 
+def _module_list(value: Any) -> str:
+    """--recompute-modules (nargs: a list, or words in one string) as the request's
+    comma-joined names, each one Megatron-Core knows."""
+    words = value if isinstance(value, list) else str(value).replace(",", " ").split()
+    names = [str(w).strip().lower() for w in words if str(w).strip()]
+    unknown = [n for n in names if n not in RECOMPUTE_MODULES]
+    if unknown:
+        raise ValueError(f"unknown module {unknown[0]!r}; allowed: {', '.join(RECOMPUTE_MODULES)}")
+    return ",".join(sorted(set(names)))
+
+
 def _recompute(values: Values, mapped: Mapped) -> list[Default]:
     granularity = values.convert(
         "recompute_granularity", choice({"full": "full", "selective": "selective", "none": None})
@@ -313,8 +326,12 @@ def _recompute(values: Values, mapped: Mapped) -> list[Default]:
     if granularity is None:
         values.get("recompute_method")
         values.get("recompute_num_layers")
+        values.get("recompute_modules")
         return [Default("recompute", "none", "Megatron-LM recomputes nothing unless asked", FMT)]
     mapped.assigns.append(values.assign("recompute", granularity, *keys))
+    modules = values.convert("recompute_modules", _module_list)
+    if granularity == "selective" and modules:
+        mapped.assigns.append(values.assign("recompute_modules", modules, "recompute_modules"))
     method = values.convert("recompute_method", choice({"uniform": "uniform", "block": "block"}))
     count = values.convert("recompute_num_layers", to_int)
     if granularity == "full" and method == "block" and count is not None:
