@@ -69,13 +69,24 @@ def read_tables(name: str, table: str) -> list[tuple[str, dict[str, Any]]]:
     for path in paths:
         shipped = path.parent.parent == ROOT / "catalog"
         origin = f"bandwall/catalog/data/{name}" if shipped else str(path)
-        text = path.read_text(encoding="utf-8") if shipped else _overlay_text(path)
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
+        data = _shipped(name) if shipped else _parse(origin, _overlay_text(path))
         rows.extend((origin, row) for row in _rows(origin, data, table))
     return rows
+
+
+def _parse(origin: str, text: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CatalogError(f"{origin}: not valid TOML: {exc}") from None
+
+
+@cache
+def _shipped(name: str) -> dict[str, Any]:
+    """A shipped catalog file, parsed once per process: power.toml alone holds four tables,
+    each read by its own caller (five parses of it made a fifth of `plan`'s TOML time)."""
+    path = ROOT / "catalog" / "data" / name
+    return _parse(f"bandwall/catalog/data/{name}", path.read_text(encoding="utf-8"))
 
 
 @cache
