@@ -497,8 +497,8 @@ def _linears(
     gate = 2.0 if w.gated_mlp else 1.0
     wb = WEIGHT_BYTES[fmt]
 
-    def lin(m: Any, n: Any, k: Any, count: Any = 1.0) -> Any:
-        t = compute.gemv_time_s(m, n, k, rates, weights=fmt, count=count)
+    def lin(m: Any, n: Any, k: Any, count: Any = 1.0, spread: Any = 0.0) -> Any:
+        t = compute.gemv_time_s(m, n, k, rates, weights=fmt, count=count, spread=spread)
         return (t - rates.kernel_gpu_s) / stream + rates.kernel_gpu_s
 
     if w.attention_params_per_layer is not None:  # MLA: its matmuls as one GEMM
@@ -516,13 +516,15 @@ def _linears(
     fe = float(w.moe_ffn or f)
     touched = e * (1.0 - (1.0 - k / e) ** np.maximum(rows, 1.0))
     per_expert = rows * k / touched
+    # each expert gets Binomial(rows, k/e) tokens under real routing, not the mean
+    spread = np.sqrt(np.maximum(rows, 0.0) * (k / e) * (1.0 - k / e))
     # the routed-expert path (router, grouped expert GEMMs) keeps the share of the kernel
     # model's speed that training runs measure for it (calibration.py): the same kernels,
     # permutes and token bookkeeping run in a serving engine's MoE layer
     routed = (
         lin(rows, e, h)
-        + lin(per_expert, gate * fe / tp, h, touched)
-        + lin(per_expert, h, fe / tp, touched)
+        + lin(per_expert, gate * fe / tp, h, touched, spread)
+        + lin(per_expert, h, fe / tp, touched, spread)
     )
     moe = attn + routed / calibration.MOE_EXPERT_IN_STEP_EFFICIENCY
     if w.shared_experts:
