@@ -1788,3 +1788,142 @@ def test_an_nccl_tests_block_whose_only_row_does_not_read_is_quoted(
     Path("huge.log").write_text(nccl_tests_log(row))
     out = check(_words("import nccl-tests huge.log --op all_reduce --db d.db"), capsys)
     assert out.code == 2 and "does not read as a row" in out.err and "10000000000" in out.err
+
+
+# --- fuzz round 23 (2026-12-07) ---------------------------------------------------------------
+
+
+def test_a_collective_grid_past_its_budget_is_refused_naming_the_longer_axis(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A million (size, ranks) rows took 15-33 s and 3 GB, three million a MemoryError
+    traceback: `collective_work` existed and nothing called it (A1). The budget's sum adds up
+    (C2: '1 rows × 6,720 layouts = 21,720' left out 15,000 of set-up)."""
+    out = check(_words("collective --ranks 8:8000:+8 --sizes 1:1000:+1 --json"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --sizes: 1,000,000 rows + 15,000 set-up")
+    out = check(_words("sweep --max-points 1k"), capsys)
+    assert out.code == 2 and "1 row × 6,720 layouts searched + 15,000 set-up = 21,720" in " ".join(
+        out.err.split()
+    ), out.err
+
+
+@pytest.mark.parametrize(
+    ("command", "field", "words"),
+    [
+        ("collective --scale-up pcie4 --protocol LL128 --sizes 1M", "--protocol", "LL128 needs"),
+        ("collective --algo nvls_tree --ranks 8,16 --sizes 1M", "--algo", "at 8 ranks (16 can)"),
+        ("collective --algo nvls --ranks 8,16 --sizes 1M --csv", "--algo", "at 16 ranks (8 can)"),
+    ],
+)
+def test_a_forced_algorithm_or_protocol_some_ranks_cannot_run_is_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox, command: str, field: str, words: str
+) -> None:
+    """They printed `inf` µs and 0.00 GB/s (JSON null, an empty CSV cell) at exit 0 (B2)."""
+    out = check(_words(command), capsys)
+    assert out.code == 2 and out.err.startswith(f"error: {field}:") and words in out.err
+
+
+def test_auto_recompute_filled_to_the_capacity_fits(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """AUTO sizes memory to the capacity; a rounding step above it made `fits` false, the
+    search skip the layout and sweep drop the row unexplained (B3, C1)."""
+    out = check(_words("plan --tp 1 --pp 1 --cp 1 --zero 1 --micro-batch 1 --json"), capsys)
+    metrics = json.loads(out.out)
+    assert metrics["fits"] and metrics["recompute_share"] > 0
+    out = check(_words("sweep --tp 1 --pp 1 --cp 1 --zero 1 --micro-batch 1 --csv"), capsys)
+    assert out.code == 0 and "0 fastest" not in out.out
+
+
+def test_sweep_says_why_each_kind_of_dropped_row_was_dropped(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """Only the first dropped row was explained; when `plan` priced that one, every other
+    dropped row went unmentioned (C1). Grid labels read as typed (C3: tokens=1000000000000.0)."""
+    out = check(
+        _words("sweep --gpus 8:800:+8 --tp 1 --pp 1 --cp 1 --zero 1 --micro-batch 1"), capsys
+    )
+    said = " ".join(out.err.split())
+    assert out.code == 0 and "rows are refused" in said and "328 GPUs" in said, out.err
+    out = check(_words("sweep --tokens 1T,300B --power-cap-w 500,700"), capsys)
+    said = " ".join(out.out.split())
+    assert "tokens=1T" in said and "power-cap-w=700W" in said, out.out
+    out = check(_words("sweep --lora-rank 0,8"), capsys)
+    assert out.code == 2 and "(got 0)" in out.err
+
+
+def test_compare_names_its_own_presets_option_and_the_web_refuses_plan_preset(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A bad entry of --presets was reported as --preset, an option compare lacks; the web's
+    compare dropped plan.preset without a word (C4); its JSON check let a multipart body
+    through when the boundary said json (D1)."""
+    from fastapi.testclient import TestClient
+
+    from bandwall.web import create_app
+
+    out = check(_words("compare --presets ai-factory-ib,bogus"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --presets: unknown preset 'bogus'")
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    r = client.post("/api/compare", json={"presets": ["bogus"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "presets"]
+    body = {"plan": {"preset": "hyperscaler-vm", "gpus": 64}, "presets": ["ai-factory-ib"]}
+    r = client.post("/api/compare", json=body)
+    assert r.status_code == 422 and "not plan.preset" in r.json()["detail"][0]["msg"]
+    r = client.post(
+        "/api/plan", content=b"{}", headers={"content-type": "multipart/form-data; boundary=json"}
+    )
+    assert r.status_code == 415
+
+
+def test_the_web_collective_has_the_cli_defaults_and_its_scale_up_field(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """64 ranks and 1K:1G:x4 on the web against 8 and 1K:8G in the CLI gave one empty request
+    two answers; the web had no scale-up field its error pointed to (C5)."""
+    from fastapi.testclient import TestClient
+
+    from bandwall.web import create_app
+
+    client = TestClient(create_app(), base_url="http://127.0.0.1")
+    web = client.post("/api/collective", json={}).json()
+    out = check(_words("collective --json"), capsys)
+    assert web == json.loads(out.out)
+    r = client.post("/api/collective", json={"ranks": 8, "scale_up": "nvlink5", "gpu": "B200"})
+    assert r.status_code == 200
+
+
+def test_calibrate_names_the_kind_of_run_and_refuses_an_empty_name(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """A links, train or failed run got 'found 0 rows'; --name '' overwrote my-fabric (C6);
+    validate took a scale-up fabric for a run that spans nodes (C7)."""
+    from bandwall.measure.bench.store import Store
+
+    with Store("d.db") as s:
+        links = s.start_run("links", 2, "gloo", {"hostname": "a"}, {}, {})
+        s.finish_run(links, "complete")
+        failed = s.start_run("collectives", 16, "nccl", {"hostname": "a"}, {}, {})
+        s.finish_run(failed, "failed", "rank 0 killed by SIGKILL")
+    out = check(_words(f"calibrate {links} --db d.db"), capsys)
+    assert out.code == 2 and "is a bench links run" in out.err
+    out = check(_words(f"calibrate {failed} --db d.db"), capsys)
+    assert out.code == 2 and "failed before any measurement" in out.err
+    out = check([*_words(f"calibrate {failed} --db d.db --name"), ""], capsys)
+    assert out.code == 2 and out.err.startswith("error: --name: an empty name")
+    out = check(_words(f"validate {failed} --db d.db --fabric nvlink4"), capsys)
+    assert out.code == 2 and "is a scale-up fabric" in out.err
+
+
+def test_bench_sizes_that_are_not_whole_elements_or_not_in_memory_are_refused(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """links measured 3 B as 4 B (D2); collectives named `sizes:`, not --sizes; 8 GiB buffers
+    on a CPU host ran until the kernel's OOM killer ended them (A2)."""
+    out = check(_words("bench links --local 2 --size 3"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --size: 3 B is not a whole number")
+    out = check(_words("bench collectives --local 2 --sizes 3"), capsys)
+    assert out.code == 2 and out.err.startswith("error: --sizes: 3 B is less than one")
+    if Path("/proc/meminfo").exists() and not Path("/dev/nvidiactl").exists():
+        out = check(_words("bench collectives --local 2 --sizes 1T"), capsys)
+        assert out.code == 2 and "GiB of host memory" in out.err, out.err

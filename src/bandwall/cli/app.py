@@ -192,6 +192,7 @@ def collective(
         parse_protocol,
     )
     from bandwall.model.topology import check_whole_nodes, collective_topology
+    from bandwall.planning.budget import check_collective
     from bandwall.planning.request import check_fields
     from bandwall.report.tables import collective_table
     from bandwall.units import parse_size, parse_size_range
@@ -219,6 +220,7 @@ def collective(
     rank_counts = _check_ranks(ranks)
     check_whole_nodes(rank_counts, gpus_per_node)
     size_array = parse_size_range(sizes)
+    check_collective(len(size_array), len(rank_counts))
     topo = collective_topology(
         max_ranks=max(rank_counts),
         gpus_per_node=gpus_per_node,
@@ -343,7 +345,7 @@ def compare(
     """Run one job on several infrastructures side by side (training, or serving with
     --infer)."""
     from bandwall.planning.api import compare as compare_plans
-    from bandwall.planning.presets import presets
+    from bandwall.planning.presets import check_preset_keys, presets
     from bandwall.report.tables import compare_tables
 
     if not infer:  # serving-only options on a training comparison would be ignored
@@ -355,7 +357,9 @@ def compare(
         for name, value in serving.items():
             if value is not None:
                 raise ConfigError("applies to serving only; add --infer", field=name)
-    keys = _split(presets_, "presets") if presets_ is not None else list(presets())
+    keys = (
+        check_preset_keys(_split(presets_, "presets")) if presets_ is not None else list(presets())
+    )
     if infer:
         from bandwall.cli.infer import run_compare_infer
 
@@ -426,15 +430,7 @@ def sweep(
     print_notes(notes)  # after the engine accepted the request: a refusal prints one line
     usable = np.asarray(table["valid"], bool) & np.asarray(table["fits"], bool)
     if not usable.all():
-        # say why, as `plan` would for the first row that fails: no row at all is an error
-        # (exit 2) unless every row was asked for (--csv, -o)
-        first = int(np.flatnonzero(~usable)[0])
-        reason = _row_refusal(base, {a: table[a][first] for a in axes})
-        if reason is not None and not usable.any() and not (as_csv or output):
-            raise reason
-        if reason is not None:  # worded as the root prints an error (--bandwidth, not _Gbps)
-            refused = f"{int((~usable).sum()):,} of {usable.size:,} rows are refused"
-            print_notes([f"{refused}, e.g. {error_line(reason, [])}"])
+        _explain_dropped(base, axes, table, usable, every_row=bool(as_csv or output))
     if as_csv or output:
         write_table(table, output)
     if output:
@@ -461,6 +457,66 @@ def _sweep_base(base: dict[str, Any], axes: dict[str, list[Any]]) -> Any:
     if first is not None:
         raise first
     return request(base)
+
+
+def _explain_dropped(
+    base: dict[str, Any],
+    axes: dict[str, list[Any]],
+    table: dict[str, Any],
+    usable: Any,
+    *,
+    every_row: bool,
+) -> None:
+    """Say why rows were dropped, one group per layout rule (0: over the GPU's memory), each
+    with an example `plan` gives; no row at all is an error (exit 2) unless every row was
+    asked for (--csv, -o). Only the first dropped row was explained: when `plan` priced that
+    one, 32 other dropped rows went unmentioned (fuzz round 23, C1)."""
+    import numpy as np
+
+    dropped = np.flatnonzero(~usable)
+    rules = np.asarray(table.get("rule", np.zeros(usable.shape)), dtype=np.int64)
+    groups: dict[int, list[int]] = {}
+    for i in dropped:
+        groups.setdefault(int(rules[i]), []).append(int(i))
+    parts: list[tuple[int, str]] = []
+    first: BandwallError | None = None
+    for rule, rows in groups.items():
+        reason = None
+        for row in rows[:3]:
+            reason = _row_refusal(base, {a: table[a][row] for a in axes})
+            if reason is not None:
+                break
+        first = first or reason
+        point = ", ".join(f"--{a.replace('_', '-')} {_label(table[a][rows[0]])}" for a in axes)
+        why = (
+            error_line(reason, [])  # worded as the root prints an error (--bandwidth)
+            if reason is not None
+            else f"over the GPU's memory (e.g. {point}; plan prices it as given, with a note)"
+            if rule == 0
+            else f"an invalid layout (e.g. {point})"
+        )
+        parts.append((len(rows), f"e.g. {why}" if reason is not None else why))
+    said = (
+        f", {parts[0][1]}"
+        if len(parts) == 1
+        else ": " + "; ".join(f"{n:,} {why}" for n, why in parts)
+    )
+    if not usable.any() and not every_row:
+        if first is not None:
+            raise first
+        raise ConfigError(
+            f"no row of {usable.size:,} fits{said}",
+            field=max(axes, key=lambda k: len(axes[k])) if axes else "gpus",
+        )
+    print_notes([f"{dropped.size:,} of {usable.size:,} rows are refused{said}"])
+
+
+def _label(value: Any) -> str:
+    """A grid value as the user wrote a number: whole numbers without '.0'."""
+    v = value.item() if hasattr(value, "item") else value
+    if isinstance(v, float) and v.is_integer():
+        return f"{int(v):,}"
+    return str(v)
 
 
 def _row_refusal(base: dict[str, Any], point: dict[str, Any]) -> BandwallError | None:
@@ -593,9 +649,9 @@ def validate(
             field="fabric",
         )
     rate = parse_rate_Gbps(bandwidth, "bandwidth") if bandwidth else nominal_rate_Gbps(run)
-    checked, summary = validate_run(
-        run, rows, load_catalog().fabric(fabric), rate, parse_size(min_size, "min_size")
-    )
+    spec = load_catalog().fabric(fabric)
+    _check_run_fits_fabric(run, spec)
+    checked, summary = validate_run(run, rows, spec, rate, parse_size(min_size, "min_size"))
     doc = {"run": run.id, "fabric": fabric, "bandwidth_Gbps": rate}
     if emit({**doc, "rows": checked, "summary": summary}, as_json, as_csv, checked):
         return
@@ -607,6 +663,28 @@ def validate(
         f"median |error| {summary['median_abs_error']:.1%}, max "
         f"{summary['max_abs_error']:.1%} over {summary['rows']} rows >= {min_size}"
     )
+
+
+def _check_run_fits_fabric(run: Any, spec: Any) -> None:
+    """A scale-up fabric prices a run only inside one node: a run on several hosts, or of
+    more ranks than any GPU's domain on that fabric, is refused as `collective` refuses it
+    (fuzz round 23, C7)."""
+    from bandwall.catalog import Tier, load_catalog
+
+    if spec.tier is not Tier.SCALE_UP:
+        return
+    hosts = len(set(run.host.get("hosts") or []))
+    domain = max(
+        (g.scale_up_domain for g in load_catalog().gpus.values() if g.scale_up_fabric == spec.key),
+        default=8,
+    )
+    if hosts > 1 or run.world_size > domain:
+        where = f"{hosts} hosts" if hosts > 1 else f"{run.world_size} ranks (a node holds {domain})"
+        raise ConfigError(
+            f"run {run.id} spans {where}; {spec.key!r} is a scale-up fabric, inside one node: "
+            "give the scale-out fabric it ran on, e.g. ib-ndr",
+            field="fabric",
+        )
 
 
 #: The slowest link a profile may claim (as --bandwidth's floor).
@@ -663,6 +741,11 @@ def calibrate(
 
         calibrate_from_log(from_log, fields, from_result, name or "my-cluster", as_json)
         return
+    if name is not None and not name.strip():
+        # an empty name is a typo: the default replaced it and overwrote my-fabric.toml
+        raise ConfigError(
+            "an empty name; give one, or leave --name out for my-fabric", field="name"
+        )
     name = name or "my-fabric"
     if from_trace:
         from bandwall.cli.doctor import calibrate_from_trace
@@ -674,6 +757,19 @@ def calibrate(
             "give RESULTS (a run id, 'latest' or a JSON export) or --from-trace", field="results"
         )
     run, rows = load_run(results, db)
+    if run.kind != "collectives":  # 'found 0 rows' said nothing of what the run is
+        raise ConfigError(
+            f"run {run.id} is a bench {run.kind} run; calibrate fits a collectives run "
+            "(bench collectives or import nccl-tests)",
+            field="results",
+        )
+    if not rows and run.status != "complete":
+        raise ConfigError(
+            f"run {run.id} {run.status} before any measurement"
+            + (f" ({run.error[:80]})" if run.error else "")
+            + "; calibrate needs its rows",
+            field="results",
+        )
     check_one_rank_per_host(run)
     nominal = parse_rate_Gbps(rate, "rate") if rate else nominal_rate_Gbps(run)
     if nominal is not None and nominal < MIN_RATE_GBPS:

@@ -80,6 +80,37 @@ def _execute(cfg: BenchConfig, local: int | None) -> dict[str, Any] | None:
     return run_local(cfg, local)
 
 
+#: Host bytes a CPU rank holds per byte of the largest message: the send and receive buffers
+#: and the int64 index pattern `fill` builds over them (runner._Buffers), about 4 in all.
+HOST_BYTES_PER_MESSAGE_BYTE = 4
+
+
+def _check_host_memory(req: Any) -> None:
+    """On a host without GPUs every --local rank's buffers live in host memory: refuse a size
+    that cannot fit before spawning (8 GiB on 2 ranks of a 23 GB machine ran 74 s until the
+    kernel's OOM killer ended it; fuzz round 23, A2)."""
+    from pathlib import Path
+
+    if req.local is None or req.backend == "nccl" or Path("/dev/nvidiactl").exists():
+        return
+    try:
+        fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+        available = int(fields["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        return  # not Linux: nothing to compare with
+    largest = max(req.size_list)
+    need = HOST_BYTES_PER_MESSAGE_BYTE * largest * req.local
+    if need > available:
+        from bandwall.units import format_size
+
+        raise ConfigError(
+            f"{format_size(largest)} on {req.local} local ranks needs about "
+            f"{need / 2**30:,.1f} GiB of host memory (buffers and their fill pattern); "
+            f"{available / 2**30:,.1f} GiB is available: give smaller --sizes or fewer --local",
+            field="sizes",
+        )
+
+
 @bench_app.command("collectives")
 @with_model_options(BenchCollectives)
 def bench_collectives(
@@ -94,6 +125,7 @@ def bench_collectives(
     from bandwall.measure.bench.runner import BenchConfig
 
     req = build(BenchCollectives, **fields)
+    _check_host_memory(req)
     cfg = BenchConfig(
         kind="collectives",
         ops=req.op_list,

@@ -199,10 +199,11 @@ class BenchCollectives(BenchCommon):
         identical 4-byte rows that fits then counted as four samples (fuzz round 18, D1)."""
         elem = DTYPE_BYTES[self.dtype]
         small = [int(v) for v in size_range(self.sizes, "sizes").values if v < elem]
-        if small:
-            raise ValueError(
-                f"sizes: {small[0]:,} B is less than one {self.dtype} element ({elem} B); "
-                f"give sizes of at least {elem} B"
+        if small:  # a ConfigError passes pydantic through: the option is named, --sizes
+            raise ConfigError(
+                f"{small[0]:,} B is less than one {self.dtype} element ({elem} B); "
+                f"give sizes of at least {elem} B",
+                field="sizes",
             )
         return self
 
@@ -230,8 +231,15 @@ class BenchLinks(BenchCommon):
     @field_validator("size")
     @classmethod
     def _size(cls, value: str) -> str:
-        if parse_size(value, "size") > 1 << 34:
+        size = parse_size(value, "size")
+        if size > 1 << 34:
             raise ValueError("at most 16G per message")
+        if size < 4 or size % 4:
+            # the buffer is float32: 3 B was measured as 4 B and 5-7 B too (fuzz round 23, D2)
+            raise ValueError(
+                f"{size:,} B is not a whole number of float32 elements (4 B each); "
+                f"give a multiple of 4 B, e.g. {max(size // 4, 1) * 4:,}"
+            )
         return value
 
 

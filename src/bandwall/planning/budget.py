@@ -50,11 +50,13 @@ class Work:
         """The sum the budget adds, each term shown (the loops' and values' set-up costs
         made 1,800 × 61,440 read as 113 M instead of the 110.6 M it is)."""
         terms = [
-            f"{self.rows:,} rows"
+            f"{self.rows:,} row{'' if self.rows == 1 else 's'}"
             + (f" × {self.layouts:,} layouts searched" if self.layouts > 1 else "")
         ]
         if self.loops > 1:
             terms.append(f"{self.loops:,} looped combinations × {LOOP_POINTS:,}")
+        elif self.loops == 1:  # counted in `points` whatever the count: the sum reads true
+            terms.append(f"{LOOP_POINTS:,} set-up")
         if self.values:
             terms.append(f"{self.values:,} values × {VALUE_POINTS}")
         return " + ".join(terms) + f" = {self.points:,} points"
@@ -84,25 +86,51 @@ def sweep_work(req: Any, axes: dict[str, list[Any]]) -> Work:
     return Work(rows, loops, layouts_searched(req, tuple(axes)), values)
 
 
-def check_work(work: Work, max_points: int | None, field: str, *, override: bool = True) -> None:
+def check_work(
+    work: Work,
+    max_points: int | None,
+    field: str,
+    *,
+    override: bool = True,
+    advice: str | None = None,
+) -> None:
     """Refuse `work` over the budget, naming `field` (the largest axis) and, where the command
-    has it (`override`), --max-points."""
+    has it (`override`), --max-points; `advice` replaces the layout-search advice where the
+    command searches no layout (`collective`)."""
     limit = DEFAULT_MAX_POINTS if max_points is None else max_points
     if max_points is not None and not 1 <= max_points <= HARD_MAX_POINTS:
         raise ConfigError(
             f"must be 1 to {HARD_MAX_POINTS:,}, got {max_points:,}", field="max_points"
         )
     if work.points > limit:
-        raise ConfigError(
-            f"{work.describe()}, over the budget of {limit:,}: give fewer values"
-            + (
-                ", fix layout axes (--tp, --pp, ...) to search fewer layouts, or raise "
-                "--max-points (a million points take about 15 s on two cores)"
-                if override
-                else " or fix layout axes (--tp, --pp, ...) to search fewer layouts"
-            ),
-            field=field,
-        )
+        if advice is not None:
+            tail = advice
+        elif override:
+            tail = (
+                "give fewer values, fix layout axes (--tp, --pp, ...) to search fewer layouts, "
+                "or raise --max-points (a million points take about 15 s on two cores)"
+            )
+        else:
+            tail = "give fewer values or fix layout axes (--tp, --pp, ...) to search fewer layouts"
+        raise ConfigError(f"{work.describe()}, over the budget of {limit:,}: {tail}", field=field)
+
+
+#: Points one `collective` table may price: a row per (size, rank count) costs little, but
+#: a million rows took 15-33 s and 3 GB and three million ran out of memory (fuzz round 23,
+#: A1); 100,000 points is over 80,000 rows, more than any reader of the table needs.
+COLLECTIVE_MAX_POINTS = 100_000
+
+
+def check_collective(sizes: int, rank_counts: int) -> None:
+    """Refuse a `collective` grid over `COLLECTIVE_MAX_POINTS`, naming its longer axis."""
+    field = "sizes" if sizes >= rank_counts else "ranks"
+    check_work(
+        collective_work(sizes, rank_counts),
+        COLLECTIVE_MAX_POINTS,
+        field,
+        override=False,
+        advice="give fewer --sizes or --ranks values (e.g. a ×2 range instead of +1)",
+    )
 
 
 def collective_work(sizes: int, rank_counts: int) -> Work:

@@ -9,7 +9,7 @@ from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bandwall.errors import CatalogError, unknown_choice
+from bandwall.errors import CatalogError, ConfigError, unknown_choice
 
 
 class Preset(BaseModel):
@@ -44,3 +44,19 @@ def get_preset(key: str) -> Preset:
     if found is None:
         raise unknown_choice("preset", key, presets())
     return found
+
+
+def check_preset_keys(keys: list[str]) -> list[str]:
+    """The keys of a compare, each a known preset (case as written in presets.toml), or one
+    error naming `presets`: the first unknown one was reported as `--preset`, an option
+    `compare` does not have (fuzz round 23, C4)."""
+    known = presets()
+    folded = {k.lower(): k for k in known}
+    out = []
+    for key in keys:
+        if key.lower() not in folded:
+            raise ConfigError(
+                f"unknown preset {key[:40]!r}; choose from: {', '.join(known)}", field="presets"
+            )
+        out.append(folded[key.lower()])
+    return out

@@ -623,6 +623,8 @@ LAYOUT_FIELDS = ("tp", "pp", "cp", "ep", "etp", "zero", "micro_batch", "virtual_
 def _shown(value: Any) -> str:
     """The offending value for a one-line error: its repr, cut at 40 characters (a 400-digit
     option would otherwise fill the terminal)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        value = int(value)  # a sweep's grid value: 0, as `plan` says it, not 0.0
     try:
         text = repr(value)
     except ValueError:  # an int past Python's 4,300-digit str limit

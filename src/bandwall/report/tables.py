@@ -721,7 +721,7 @@ def sweep_table(table: dict[str, np.ndarray], axes: list[str], top: int) -> Keye
         ],
     )
     for rank, i in enumerate(order[:top], start=1):
-        point = " ".join(f"{field_flag(a)}={_cell(table[a][i])}{_unit(a)}" for a in axes) or "-"
+        point = " ".join(f"{field_flag(a)}={_axis_value(a, table[a][i])}" for a in axes) or "-"
         layout = {k: int(table[k][i]) for k in ("tp", "pp", "cp", "ep", "dp", "zero")}
         layout["virtual_stages"] = int(table["virtual_stages"][i])
         t.add_row(
@@ -742,6 +742,39 @@ def _bandwidth(GBps: float) -> str:
     if 0 < GBps < 0.995:
         return f"{GBps:#.3g}"
     return fmt_num(GBps, 2)
+
+
+#: Decimal suffixes a count is written with (`units.parse_count`: 1T, 300B).
+_COUNT_SUFFIXES = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3))
+#: Byte fields whose values read best with binary suffixes (`units.format_size`: 1M, 16M).
+_BYTE_FIELDS = ("tcp_window_bytes",)
+
+
+def _axis_value(field: str, value: Any) -> str:
+    """A sweep grid value as the user would write it: whole numbers without '.0', token
+    counts as 1T, byte sizes as 16M, watts and dollars with their unit (fuzz round 23, C3:
+    'tokens=1000000000000.0', 'power-cap-w=700.0')."""
+    from bandwall.units import format_size
+
+    text = value.item() if hasattr(value, "item") else value
+    try:
+        f = float(text)
+    except (TypeError, ValueError):
+        return str(text)
+    if isinstance(text, bool) or f != f:
+        return str(text)
+    if field in ("tokens",):
+        for suffix, scale in _COUNT_SUFFIXES:
+            if f >= scale and (f / scale).is_integer():
+                return f"{int(f / scale)}{suffix}"
+    if field in _BYTE_FIELDS and f.is_integer():
+        return format_size(f)
+    shown = str(int(f)) if f.is_integer() and abs(f) < 1e15 else f"{f:g}"
+    if field.endswith("_usd"):
+        return f"${shown}"
+    if field.lower().endswith("_w"):
+        return f"{shown}W"
+    return shown + _unit(field)
 
 
 def _unit(field: str) -> str:

@@ -167,7 +167,11 @@ def _how(failure: Any) -> str:
     code = failure.exitcode
     if code is not None and code < 0:
         try:
-            return f"killed by {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name
+            # SIGKILL from nobody in the run is most often the kernel's out-of-memory killer
+            # (fuzz round 23, A2: 8 GiB buffers on a CPU host ended as a bare "SIGKILL")
+            hint = " (out of memory? the kernel's OOM killer sends it; see dmesg)"
+            return f"killed by {name}" + (hint if name == "SIGKILL" else "")
         except ValueError:
             return f"killed by signal {-code}"
     return f"exited with code {code}"

@@ -275,7 +275,39 @@ def options(  # noqa: C901
             f"for {op.value}",
             field="protocol" if protocol else "algo",
         )
+    if algo is not Algo.AUTO or protocol is not None:
+        _forced_runs_everywhere(op, algo, n, opts, protocol)
     return opts
+
+
+def _forced_runs_everywhere(
+    op: Op, algo: Algo, n: FloatArray, opts: list[Option], protocol: Proto | None
+) -> None:
+    """A forced algorithm or protocol that some of the rank counts cannot run is refused,
+    naming them: those rows came out as infinite times at exit 0 (`--algo nvls_tree --ranks
+    8,16`, `--protocol LL128` on PCIe; fuzz round 23, B2)."""
+    ranks = np.asarray(n, dtype=np.float64)
+    runs = np.zeros(ranks.shape, dtype=bool)
+    for o in opts:
+        runs |= np.broadcast_to(np.isfinite(o.latency_s), ranks.shape)
+    if runs.all():
+        return
+    cannot = sorted({int(r) for r in ranks[~runs]})
+    can = sorted({int(r) for r in ranks[runs]})
+    shown = ", ".join(f"{r:,}" for r in cannot[:4]) + (", ..." if len(cannot) > 4 else "")
+    what = (
+        f"{algo.value}/{protocol.value}"
+        if protocol and algo is not Algo.AUTO
+        else (protocol.value if protocol else algo.value)
+    )
+    why = WHY_NOT.get(algo) if algo is not Algo.AUTO else WHY_NOT[Algo.RING]
+    if protocol is not None and protocol is not Proto.LL128 and algo is Algo.AUTO:
+        why = "no algorithm runs it on this topology"
+    where = f" at {shown} ranks" + (f" ({can[0]:,} can)" if can else "") if can else " here"
+    raise ConfigError(
+        f"{what} cannot run {op.value}{where}: {why or 'not eligible on this topology'}",
+        field="protocol" if protocol and algo in (Algo.AUTO, Algo.RING) else "algo",
+    )
 
 
 #: Why a forced algorithm cannot run (the eligibility rules of nccl.py, in words).
