@@ -191,6 +191,7 @@ def collective(
         parse_op,
         parse_protocol,
     )
+    from bandwall.model.collectives.options import check_forced
     from bandwall.model.topology import check_whole_nodes, collective_topology
     from bandwall.planning.budget import check_collective
     from bandwall.planning.request import check_fields
@@ -251,6 +252,7 @@ def collective(
                 "one site); give fewer nodes per site or more ranks",
                 field="nodes_per_site",
             )
+    check_forced(the_op, the_algo, np.array(rank_counts, dtype=np.float64), topo, the_proto)
     size_grid, rank_grid = np.meshgrid(size_array, np.array(rank_counts, dtype=np.float64))
     result = evaluate_collective(
         the_op, size_grid.ravel(), rank_grid.ravel(), topo, the_algo, protocol=the_proto

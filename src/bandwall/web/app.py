@@ -498,6 +498,7 @@ def create_app(  # noqa: C901
 
         from bandwall.errors import ConfigError
         from bandwall.model.collectives import evaluate_collective, parse_algo, parse_op
+        from bandwall.model.collectives.options import check_forced
         from bandwall.model.topology import build_topology, check_whole_nodes
         from bandwall.units import parse_size_range
 
@@ -514,9 +515,9 @@ def create_app(  # noqa: C901
             scale_up=q.scale_up,
             gpu=q.gpu,
         )
-        res = evaluate_collective(
-            parse_op(q.op), sizes, np.full(sizes.shape, float(q.ranks)), topo, parse_algo(q.algo)
-        )
+        op, algo, ranks = parse_op(q.op), parse_algo(q.algo), np.array([float(q.ranks)])
+        check_forced(op, algo, ranks, topo, None)  # as the CLI refuses what cannot run
+        res = evaluate_collective(op, sizes, np.full(sizes.shape, float(q.ranks)), topo, algo)
         return ok(res.records())
 
     @app.get("/api/models", summary="Built-in workloads")

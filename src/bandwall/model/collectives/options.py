@@ -275,17 +275,17 @@ def options(  # noqa: C901
             f"for {op.value}",
             field="protocol" if protocol else "algo",
         )
-    if algo is not Algo.AUTO or protocol is not None:
-        _forced_runs_everywhere(op, algo, n, opts, protocol)
     return opts
 
 
-def _forced_runs_everywhere(
-    op: Op, algo: Algo, n: FloatArray, opts: list[Option], protocol: Proto | None
-) -> None:
-    """A forced algorithm or protocol that some of the rank counts cannot run is refused,
-    naming them: those rows came out as infinite times at exit 0 (`--algo nvls_tree --ranks
-    8,16`, `--protocol LL128` on PCIe; fuzz round 23, B2)."""
+def check_forced(op: Op, algo: Algo, n: FloatArray, topo: Topology, protocol: Proto | None) -> None:
+    """For a table a user asked for (`collective`, /api/collective): a forced algorithm or
+    protocol that some of the rank counts cannot run is refused, naming them; the model
+    prices those rows at an infinite time, which came out as `inf` µs at exit 0 (`--algo
+    nvls_tree --ranks 8,16`, `--protocol LL128` on PCIe; fuzz round 23, B2)."""
+    if algo is Algo.AUTO and protocol is None:
+        return
+    opts = options(op, algo, n, topo, protocol)
     ranks = np.asarray(n, dtype=np.float64)
     runs = np.zeros(ranks.shape, dtype=bool)
     for o in opts:
