@@ -641,8 +641,9 @@ def build_topology(
         out_spec = cat.fabric(scale_out)
         if out_spec.tier is Tier.SCALE_UP:
             raise ConfigError(
-                f"{out_spec.key!r} is a scale-up fabric; pass it as --scale-up and give "
-                "a scale-out or WAN fabric here, e.g. ib-ndr",
+                f"{out_spec.key!r} is a scale-up fabric; give it as the scale-up fabric "
+                "(--scale-up; scale_up in the web API) and a scale-out or WAN fabric here, "
+                "e.g. ib-ndr",
                 field="fabric",
             )
         out_link = Link.from_fabric(out_spec)
