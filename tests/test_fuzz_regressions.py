@@ -1927,3 +1927,18 @@ def test_bench_sizes_that_are_not_whole_elements_or_not_in_memory_are_refused(
     if Path("/proc/meminfo").exists() and not Path("/dev/nvidiactl").exists():
         out = check(_words("bench collectives --local 2 --sizes 1T"), capsys)
         assert out.code == 2 and "GiB of host memory" in out.err, out.err
+
+
+def test_a_dropped_row_of_a_sweep_without_axes_has_no_empty_example(
+    capsys: pytest.CaptureFixture[str], sandbox: Sandbox
+) -> None:
+    """With no axis the example point is empty: 'e.g. ;' must not be printed (C1's wording)."""
+    import numpy as np
+
+    from bandwall.cli.app import _explain_dropped
+
+    table = {"rule": np.array([0]), "valid": np.array([True]), "fits": np.array([False])}
+    _explain_dropped({}, {}, table, np.array([False]), every_row=True)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "1 of 1 rows are refused, over the GPU's memory (plan prices it as given" in err, err
+    assert "e.g. ;" not in err

@@ -493,9 +493,11 @@ def _explain_dropped(
         why = (
             error_line(reason, [])  # worded as the root prints an error (--bandwidth)
             if reason is not None
-            else f"over the GPU's memory (e.g. {point}; plan prices it as given, with a note)"
+            else "over the GPU's memory ("
+            + (f"e.g. {point}; " if point else "")
+            + "plan prices it as given, with a note)"
             if rule == 0
-            else f"an invalid layout (e.g. {point})"
+            else "an invalid layout" + (f" (e.g. {point})" if point else "")
         )
         parts.append((len(rows), f"e.g. {why}" if reason is not None else why))
     said = (
