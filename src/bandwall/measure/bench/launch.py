@@ -187,11 +187,17 @@ def describe_failure(failures: dict[int, Any], diagnoses: list[str] | None = Non
     if blamed:
         return "benchmark stopped: " + blamed[0]
     ordered = sorted(failures.items(), key=lambda kv: (kv[1].timestamp, kv[0]))
-    killed = [
-        (r, f)
-        for r, f in ordered
-        if f.exitcode is not None and f.exitcode < 0 and f.exitcode != -signal.SIGTERM
-    ]
+    # a rank that aborted itself (SIGABRT: gloo/NCCL abort once a peer is gone) is a casualty
+    # of the rank something else killed; the killed one is named first even when the abort
+    # was recorded earlier
+    killed = sorted(
+        (
+            (r, f)
+            for r, f in ordered
+            if f.exitcode is not None and f.exitcode < 0 and f.exitcode != -signal.SIGTERM
+        ),
+        key=lambda kv: kv[1].exitcode == -signal.SIGABRT,
+    )
     causes = killed or [(r, f) for r, f in ordered if f.exitcode != -signal.SIGTERM][:1]
     causes = causes or ordered[:1]
     parts = []
