@@ -18,7 +18,7 @@ import sys
 
 from bandwall.catalog import Precision, load_catalog
 from bandwall.measure.calibrate.runs import load_runs, request_for_run
-from bandwall.model.compute import model_flops_per_sample, weight_gradient_flops_per_sample
+from bandwall.model.compute import model_flops_per_sample
 from bandwall.model.engine import lora_trainable_fraction
 from bandwall.planning.api import evaluate_points
 
@@ -36,8 +36,7 @@ def rows() -> list[dict[str, object]]:
         # causal attention counted once, as `plan` counts MFU (compute.model_flops_per_sample),
         # less the weight gradients a LoRA run's frozen base never computes
         trainable = lora_trainable_fraction(w, req.lora_rank)
-        frozen = (1 - trainable) * weight_gradient_flops_per_sample(w)
-        flops = metrics["global_batch"] * (model_flops_per_sample(w) - frozen)
+        flops = metrics["global_batch"] * model_flops_per_sample(w, trainable)
         peak = cat.gpu(str(req.gpu)).peak_flops(Precision.BF16) * gpus
         out.append(
             {

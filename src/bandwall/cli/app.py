@@ -475,6 +475,9 @@ def _explain_dropped(
     one, 32 other dropped rows went unmentioned (fuzz round 23, C1)."""
     import numpy as np
 
+    from bandwall.planning.request import field_flag
+    from bandwall.report.tables import axis_value
+
     dropped = np.flatnonzero(~usable)
     rules = np.asarray(table.get("rule", np.zeros(usable.shape)), dtype=np.int64)
     groups: dict[int, list[int]] = {}
@@ -489,7 +492,7 @@ def _explain_dropped(
             if reason is not None:
                 break
         first = first or reason
-        point = ", ".join(f"--{a.replace('_', '-')} {_label(table[a][rows[0]])}" for a in axes)
+        point = ", ".join(f"--{field_flag(a)} {axis_value(a, table[a][rows[0]])}" for a in axes)
         why = (
             error_line(reason, [])  # worded as the root prints an error (--bandwidth)
             if reason is not None
@@ -513,14 +516,6 @@ def _explain_dropped(
             field=max(axes, key=lambda k: len(axes[k])) if axes else "gpus",
         )
     print_notes([f"{dropped.size:,} of {usable.size:,} rows are refused{said}"])
-
-
-def _label(value: Any) -> str:
-    """A grid value as the user wrote a number: whole numbers without '.0'."""
-    v = value.item() if hasattr(value, "item") else value
-    if isinstance(v, float) and v.is_integer():
-        return f"{int(v):,}"
-    return str(v)
 
 
 def _row_refusal(base: dict[str, Any], point: dict[str, Any]) -> BandwallError | None:

@@ -1161,8 +1161,6 @@ def _step(
     )
     tp_s, cp_s, ep_s = d.m * stage.tp_s, d.m * stage.cp_s, d.m * stage.ep_s
     exposed = tp_s + cp_s + ep_s + pipe.pp_s + dpt.dp_s
-    # frozen (LoRA) weights run no weight-gradient GEMM, so neither FLOP count has it
-    frozen = (1 - d.trainable) * compute.weight_gradient_flops_per_sample(w)
     return StepTerms(
         compute_s=compute_s,
         optimizer_s=stage.optimizer_s,
@@ -1173,8 +1171,9 @@ def _step(
         overlap_s=overlap_s,
         exposed_comm_s=exposed,
         step_s=compute_s + overlap_s + exposed + pipe.bubble_s + straggler,
-        flops=d.gb * (compute.training_flops_per_sample(w) - frozen),
-        model_flops=d.gb * (compute.model_flops_per_sample(w) - frozen),
+        # frozen (LoRA) weights run no weight-gradient GEMM, so neither FLOP count has it
+        flops=d.gb * compute.training_flops_per_sample(w, d.trainable),
+        model_flops=d.gb * compute.model_flops_per_sample(w, d.trainable),
         tokens=d.gb * d.tokens_per_sample,
     )
 

@@ -116,7 +116,7 @@ class StepOptions:
     recompute_layers: int | None = None
     """Layers per model chunk fully recomputed (with Recompute.FULL); None: all."""
     recompute_modules: frozenset[str] = frozenset()
-    """Megatron's recomputed submodules with Recompute.SELECTIVE (`memory.RECOMPUTE_MODULES`);
+    """Megatron's recomputed submodules with Recompute.SELECTIVE (`vocab.RECOMPUTE_MODULES`);
     empty: core attention only."""
     cuda_graphs: bool = False
     compile: bool = False

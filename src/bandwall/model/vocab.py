@@ -64,3 +64,15 @@ RECOMPUTE_MODULES = (
     "moe_act",
     "shared_experts",
 )
+
+
+def recompute_module_names(words: list[str]) -> str:
+    """Module names as one spelling per set, sorted and comma-joined, each one of
+    `RECOMPUTE_MODULES` (ValueError naming the first that is not, or that none was given):
+    the request's field and Megatron's --recompute-modules read through this."""
+    names = {w.strip().lower() for w in words if w.strip()}
+    unknown = sorted(names - set(RECOMPUTE_MODULES))
+    if unknown or not names:
+        what = f"unknown module {unknown[0]!r}" if unknown else "no module named"
+        raise ValueError(f"{what}; choose from: {', '.join(RECOMPUTE_MODULES)}")
+    return ",".join(sorted(names))

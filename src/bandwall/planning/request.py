@@ -33,7 +33,7 @@ from pydantic import (
 
 from bandwall.docfields import DocumentedModel
 from bandwall.errors import ConfigError
-from bandwall.model.vocab import RECOMPUTE_MODULES, Mitigation, Recompute, Schedule
+from bandwall.model.vocab import Mitigation, Recompute, Schedule, recompute_module_names
 from bandwall.units import parse_count, parse_duration_s, parse_number, parse_rate_Gbps
 
 #: Upper bounds shared by the CLI and the web API, so no input can ask for an absurd amount of
@@ -571,14 +571,7 @@ class PlanRequest(DocumentedModel):
     @classmethod
     def _recompute_modules(cls, value: str | None) -> str | None:
         """One spelling per set: the names sorted and comma-joined (commas or spaces in)."""
-        if value is None:
-            return value
-        names = {n for n in value.replace(",", " ").lower().split()}
-        unknown = sorted(names - set(RECOMPUTE_MODULES))
-        if unknown or not names:
-            what = f"unknown module {unknown[0]!r}" if unknown else "no module named"
-            raise ValueError(f"{what}; choose from: {', '.join(RECOMPUTE_MODULES)}")
-        return ",".join(sorted(names))
+        return None if value is None else recompute_module_names(value.replace(",", " ").split())
 
     @field_validator("compression")
     @classmethod

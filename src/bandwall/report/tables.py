@@ -252,19 +252,12 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
 def _mfu_convention_text(plan: Plan) -> str:
     """Which FLOPs MFU counts: published MFUs differ by convention alone (12% for an 8B model
     at 8k tokens, more on longer sequences), so the other common count is printed beside it."""
-    from bandwall.model.compute import (
-        model_flops_per_sample,
-        training_flops_per_sample,
-        weight_gradient_flops_per_sample,
-    )
+    from bandwall.model.compute import full_attention_ratio
     from bandwall.model.engine import lora_trainable_fraction
 
     w = plan.workload
-    frozen = (1 - lora_trainable_fraction(w, plan.request.lora_rank)) * (
-        weight_gradient_flops_per_sample(w)
-    )
-    ratio = (training_flops_per_sample(w) - frozen) / (model_flops_per_sample(w) - frozen)
-    full = plan.metrics["mfu"] * ratio
+    trainable = lora_trainable_fraction(w, plan.request.lora_rank)
+    full = plan.metrics["mfu"] * full_attention_ratio(w, trainable)
     return (
         "causal attention once, as Megatron-Bridge and Meta count; counting the full score "
         f"matrix (PaLM, torchtitan) it reads {full:.1%}"
@@ -721,7 +714,7 @@ def sweep_table(table: dict[str, np.ndarray], axes: list[str], top: int) -> Keye
         ],
     )
     for rank, i in enumerate(order[:top], start=1):
-        point = " ".join(f"{field_flag(a)}={_axis_value(a, table[a][i])}" for a in axes) or "-"
+        point = " ".join(f"{field_flag(a)}={axis_value(a, table[a][i])}" for a in axes) or "-"
         layout = {k: int(table[k][i]) for k in ("tp", "pp", "cp", "ep", "dp", "zero")}
         layout["virtual_stages"] = int(table["virtual_stages"][i])
         t.add_row(
@@ -750,7 +743,7 @@ _COUNT_SUFFIXES = (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3))
 _BYTE_FIELDS = ("tcp_window_bytes",)
 
 
-def _axis_value(field: str, value: Any) -> str:
+def axis_value(field: str, value: Any) -> str:
     """A sweep grid value as the user would write it: whole numbers without '.0', token
     counts as 1T, byte sizes as 16M, watts and dollars with their unit (fuzz round 23, C3:
     'tokens=1000000000000.0', 'power-cap-w=700.0')."""

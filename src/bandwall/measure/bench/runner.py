@@ -385,7 +385,7 @@ def _measure_link(
     # the transfers must outlast the acknowledgement's noise to be measured: a bulk no slower
     # than the ping read size / 1 ns (1,048,576 GB/s on loopback; fuzz round 23, B1). Then
     # the burst with its ack is all that is known: a lower bound on the rate, said so.
-    resolved = sending > max(LINK_MIN_SENDING_SHARE * burst_s, 0.0)
+    resolved = sending > LINK_MIN_SENDING_SHARE * burst_s
     rate = LINK_BURST * size / (sending if resolved else burst_s)
     return {
         "src": src,
@@ -393,7 +393,7 @@ def _measure_link(
         "size_bytes": size,
         "bw_GBps": float(rate / 1e9),
         "latency_bound": not resolved,
-        "latency_p50_s": float(np.median(lat)),
+        "latency_p50_s": ack_s,
         "latency_p90_s": float(np.percentile(lat, 90)),
         "latency_p99_s": float(np.percentile(lat, 99)),
         "jitter_s": float(np.percentile(lat, 90) - np.percentile(lat, 10)),

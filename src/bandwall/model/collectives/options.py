@@ -295,17 +295,20 @@ def check_forced(op: Op, algo: Algo, n: FloatArray, topo: Topology, protocol: Pr
     cannot = sorted({int(r) for r in ranks[~runs]})
     can = sorted({int(r) for r in ranks[runs]})
     shown = ", ".join(f"{r:,}" for r in cannot[:4]) + (", ..." if len(cannot) > 4 else "")
-    what = (
-        f"{algo.value}/{protocol.value}"
-        if protocol and algo is not Algo.AUTO
-        else (protocol.value if protocol else algo.value)
-    )
-    why = WHY_NOT.get(algo) if algo is not Algo.AUTO else WHY_NOT[Algo.RING]
-    if protocol is not None and protocol is not Proto.LL128 and algo is Algo.AUTO:
-        why = "no algorithm runs it on this topology"
-    where = f" at {shown} ranks" + (f" ({can[0]:,} can)" if can else "") if can else " here"
+    if algo is not Algo.AUTO:
+        what = f"{algo.value}/{protocol.value}" if protocol else algo.value
+        why = WHY_NOT.get(algo, "not eligible on this topology")
+    else:  # a protocol forced alone (AUTO with none forced returned above)
+        assert protocol is not None
+        what = protocol.value
+        why = (
+            WHY_NOT[Algo.RING]
+            if protocol is Proto.LL128
+            else "no algorithm runs it on this topology"
+        )
+    where = f" at {shown} ranks ({can[0]:,} can)" if can else " here"
     raise ConfigError(
-        f"{what} cannot run {op.value}{where}: {why or 'not eligible on this topology'}",
+        f"{what} cannot run {op.value}{where}: {why}",
         field="protocol" if protocol and algo in (Algo.AUTO, Algo.RING) else "algo",
     )
 

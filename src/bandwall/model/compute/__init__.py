@@ -48,7 +48,6 @@ from bandwall.model.compute.roofline import (
     model_flops_per_token,
     sustained_flops,
     training_flops_per_sample,
-    weight_gradient_flops_per_sample,
 )
 from bandwall.model.compute.step import (
     LmHeadCost,
@@ -106,5 +105,4 @@ __all__ = [
     "sustained_flops",
     "training_flops_per_sample",
     "transformer_layer",
-    "weight_gradient_flops_per_sample",
 ]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from bandwall.model.vocab import RECOMPUTE_MODULES
+from bandwall.model.vocab import recompute_module_names
 from bandwall.planning.from_config.common import (
     Context,
     Default,
@@ -304,15 +304,12 @@ def _sharding(values: Values, mapped: Mapped) -> list[Default]:
     ]
 
 
-def _module_list(value: Any) -> str:
+def _module_list(value: Any) -> str | None:
     """--recompute-modules (nargs: a list, or words in one string) as the request's
-    comma-joined names, each one Megatron-Core knows."""
+    comma-joined names (`vocab.recompute_module_names`); None when the flag names none."""
     words = value if isinstance(value, list) else str(value).replace(",", " ").split()
-    names = [str(w).strip().lower() for w in words if str(w).strip()]
-    unknown = [n for n in names if n not in RECOMPUTE_MODULES]
-    if unknown:
-        raise ValueError(f"unknown module {unknown[0]!r}; allowed: {', '.join(RECOMPUTE_MODULES)}")
-    return ",".join(sorted(set(names)))
+    words = [str(w) for w in words if str(w).strip()]
+    return recompute_module_names(words) if words else None
 
 
 def _recompute(values: Values, mapped: Mapped) -> list[Default]:
