@@ -51,8 +51,10 @@ def _anchor_efficiencies() -> dict[tuple[str, str], float]:
         if r.kind != "gemm" or r.role != "anchor":
             continue
         base = validation.rates_for(r.gpu)
-        unit = base.with_(gemm_large_efficiency=1.0, fp8_gemm_efficiency=1.0)
-        at_one = float(gemm.gemm_tflops(r.m, r.n, r.k, unit, fp8=r.dtype == "fp8"))
+        unit = base.with_(
+            gemm_large_efficiency=1.0, fp8_gemm_efficiency=1.0, fp4_gemm_efficiency=1.0
+        )
+        at_one = float(gemm.gemm_tflops(r.m, r.n, r.k, unit, fp8=_code(r)))
         out[(r.gpu, r.dtype)] = r.measured / at_one
     # same GH100 die: H200 fp8 runs as H100 (no H200 fp8 anchor)
     if ("H100-SXM", "fp8") in out:
@@ -60,10 +62,20 @@ def _anchor_efficiencies() -> dict[tuple[str, str], float]:
     return out
 
 
+def _code(r: KernelBenchmark) -> int:
+    """The row's GEMM operand format code (bf16 0, fp8 1, NVFP4 2)."""
+    return gemm.FORMAT_CODE.get(r.dtype, 0)
+
+
 def _rates_with(gpu: str, eff: dict[tuple[str, str], float]) -> GpuRates:
     base = validation.rates_for(gpu)
     bf16 = eff.get((gpu, "bf16"), base.gemm_large_efficiency)
-    return base.with_(gemm_large_efficiency=bf16, fp8_gemm_efficiency=eff.get((gpu, "fp8"), bf16))
+    fp8 = eff.get((gpu, "fp8"), bf16)
+    return base.with_(
+        gemm_large_efficiency=bf16,
+        fp8_gemm_efficiency=fp8,
+        fp4_gemm_efficiency=eff.get((gpu, "fp4"), base.fp4_gemm_efficiency or fp8),
+    )
 
 
 def fit_gemm() -> tuple[float, float]:
@@ -79,11 +91,7 @@ def fit_gemm() -> tuple[float, float]:
         err = np.mean(
             [
                 _log_err(
-                    float(
-                        gemm.gemm_tflops(
-                            r.m, r.n, r.k, _rates_with(r.gpu, eff), fp8=r.dtype == "fp8"
-                        )
-                    ),
+                    float(gemm.gemm_tflops(r.m, r.n, r.k, _rates_with(r.gpu, eff), fp8=_code(r))),
                     r.measured,
                 )
                 for r in rows

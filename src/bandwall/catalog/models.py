@@ -26,6 +26,8 @@ class Precision(StrEnum):
     TF32 = "tf32"
     BF16 = "bf16"
     FP8 = "fp8"
+    #: NVFP4 (Blackwell): 4-bit e2m1 values, an e4m3 scale per 16 and an fp32 scale per tensor
+    FP4 = "fp4"
 
 
 class Tier(StrEnum):
@@ -104,7 +106,7 @@ class GpuSpec(_Entry):
         return self
 
     def peak_flops(self, precision: Precision) -> float:
-        """Dense peak in FLOP/s; falls back to bf16 for fp8 on parts without FP8 units."""
+        """Dense peak in FLOP/s; falls back to bf16 for fp8 or fp4 on parts without the units."""
         tflops = self.peak_TFLOPS.get(precision, self.peak_TFLOPS[Precision.BF16])
         return tflops * 1e12
 

@@ -51,6 +51,12 @@ class GpuPerf(BaseModel):
         le=1,
         description="The same for fp8 GEMMs against the fp8 peak; unset: the bf16 value.",
     )
+    fp4_gemm_large_efficiency: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description="The same for NVFP4 GEMMs against the fp4 peak; unset: the fp8 value.",
+    )
     source: str = Field(min_length=3)
     as_of: dt.date
 

@@ -86,8 +86,11 @@ def in_step_efficiency(arch: str, stack: str = "megatron") -> float:
 
 
 def run_class(precision: str, moe: bool) -> str:
-    """The class a run's residuals are drawn from: its number format and whether it is MoE."""
-    return f"{'fp8' if precision == 'fp8' else '16-bit'}/{'moe' if moe else 'dense'}"
+    """The class a run's residuals are drawn from: its number format and whether it is MoE.
+    NVFP4 (fp4) runs take the fp8 class: no published fp4 run is in the fit set, and both are
+    low-precision recipes whose casts and scaling the step model prices the same way."""
+    low = "fp8" if precision in ("fp8", "fp4") else "16-bit"
+    return f"{low}/{'moe' if moe else 'dense'}"
 
 
 def step_quantiles(precision: str, moe: bool) -> tuple[float, float]:

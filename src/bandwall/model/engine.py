@@ -447,7 +447,7 @@ def _activation_memory(
     selective_op = _stack(opt).op_level_selective and opt.recompute is Recompute.SELECTIVE
     # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
     # float8 keeps them in bf16 and casts again in backward
-    fp8_inputs = cl.precision.value == "fp8" and _fp8_is_transformer_engine(opt)
+    fp8_inputs = cl.precision.value in ("fp8", "fp4") and _fp8_is_transformer_engine(opt)
     over = memory.ALLOCATOR_OVERHEAD
     work = partial(
         memory.working_set_bytes,
@@ -574,9 +574,11 @@ def _build_gpu_rates(cl: Cluster, opt: StepOptions) -> compute.GpuRates:
         launch_mode=_launch_mode(opt),
     )
     # fp8 GEMMs inside a step reach less of their microbenchmark rate than bf16 ones
-    # (model/calibration.py)
+    # (model/calibration.py); NVFP4 GEMMs, with no published runs to fit on, take fp8's factor:
+    # the same scaling bookkeeping, transposed casts and training shapes
     return rates.with_(
         fp8_gemm_efficiency=rates.fp8_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY,
+        fp4_gemm_efficiency=rates.fp4_gemm_efficiency * calibration.FP8_GEMM_IN_STEP_EFFICIENCY,
         attention_kernel=attention_kernel(
             rates.arch, rates.attention_kernel, opt.stack, opt.attention_kernel
         ),
@@ -608,6 +610,11 @@ def _fp8_is_transformer_engine(opt: StepOptions) -> bool:
 
 
 def _fp8_recipe(cl: Cluster, opt: StepOptions) -> str | None:
+    """The low-precision recipe the linears run: fp8's (the request's, else the architecture's
+    default), NVFP4's for fp4 (TransformerEngine NVFP4BlockScaling, the one 4-bit training
+    recipe), None for bf16."""
+    if cl.precision.value == "fp4":
+        return "nvfp4"
     if cl.precision.value != "fp8":
         return None
     return opt.fp8_recipe or DEFAULT_FP8_RECIPE.get(cl.perf.arch, "delayed")

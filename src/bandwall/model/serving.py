@@ -194,7 +194,8 @@ class ServeOptions:
 
     mix: RequestMix
     weights: str = "bf16"
-    """Weight format: bf16, fp8 (W8A8 on GPUs with fp8 units), int8 or int4 (weight-only)."""
+    """Weight format: bf16, fp8 (W8A8 on GPUs with fp8 units), fp4 (NVFP4 W4A4 on Blackwell),
+    int8 or int4 (weight-only)."""
     kv_bytes: float = 2.0
     """Bytes per KV-cache element."""
     static_batch: bool = False
@@ -461,9 +462,12 @@ def serving_rates(cl: Cluster, opt: ServeOptions) -> compute.GpuRates:
 
 
 def _weight_format(opt: ServeOptions, rates: compute.GpuRates) -> str:
-    """fp8 weights run W8A8 where the GPU has fp8 units, else weight-only int8 (A100)."""
+    """fp8 weights run W8A8 where the GPU has fp8 units, else weight-only int8 (A100); NVFP4
+    runs W4A4 on Blackwell's fp4 units, else as weight-only int4 (requests refuse it there)."""
     if opt.weights == "fp8" and not rates.fp8_peak_flops:
         return "int8"
+    if opt.weights == "fp4" and not rates.fp4_peak_flops:
+        return "int4"
     return opt.weights
 
 

@@ -222,8 +222,12 @@ class PlanRequest(DocumentedModel):
         json_schema_extra=_meta("cluster", flag="price-per-gpu-hour", vector=True),
     )
     """Price in USD per GPU-hour (default: the provider's typical price)."""
-    precision: Literal["bf16", "fp8"] = Field(default="bf16", json_schema_extra=_meta("cluster"))
-    """Number format of the matmuls: bf16 or fp8 (fp8: the GEMMs the recipe runs in fp8)."""
+    precision: Literal["bf16", "fp8", "fp4"] = Field(
+        default="bf16", json_schema_extra=_meta("cluster")
+    )
+    """Number format of the matmuls: bf16, fp8 (the GEMMs the recipe runs in fp8) or fp4
+    (NVFP4 on Blackwell: the linears in 4-bit, TransformerEngine's NVFP4 recipe; serving: W4A4
+    weights)."""
     power_cap_W: float | None = Field(
         default=None,
         gt=0,
@@ -736,14 +740,15 @@ class InferRequest(PlanRequest):
     remote_client: bool = Field(default=False, json_schema_extra=_meta("serving"))
     """The client runs the embeddings and LM head across the network (Petals): a token makes
     pp + 1 hops (client to first server ... last server to client)."""
-    weight_format: Literal["auto", "bf16", "fp8", "int8", "int4"] = Field(
+    weight_format: Literal["auto", "bf16", "fp8", "fp4", "int8", "int4"] = Field(
         default="auto", json_schema_extra=_meta("serving")
     )
-    """Weight format: auto (as --precision), or weight-only int8/int4 (W8A16/W4A16 kernels)."""
+    """Weight format: auto (as --precision), fp4 (NVFP4 W4A4 on Blackwell), or weight-only
+    int8/int4 (W8A16/W4A16 kernels)."""
     kv_cache_dtype: Literal["auto", "bf16", "fp8"] = Field(
         default="auto", json_schema_extra=_meta("serving")
     )
-    """KV-cache number format (auto: fp8 with fp8 weights, else bf16)."""
+    """KV-cache number format (auto: fp8 with fp8 or fp4 weights, else bf16)."""
     kv_admission: Literal["auto", "reserve", "on_demand"] = Field(
         default="auto", json_schema_extra=_meta("serving")
     )

@@ -513,6 +513,29 @@ RULES: tuple[Rule, ...] = (
         triggers=("precision", "gpu", "preset"),
     ),
     Rule(
+        "precision",
+        lambda f: (
+            _value(f.req.precision) == "fp4"
+            and "fp4" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
+        ),
+        "{facts.gpu_spec.name} has no fp4 tensor cores: NVFP4 needs Blackwell (B200, B300, "
+        "GB200, GB300); use --precision fp8 or an fp4 GPU (bandwall catalog gpus)",
+        {"precision": "fp4", "gpu": "H100-SXM"},
+        triggers=("precision", "gpu", "preset"),
+    ),
+    Rule(
+        "weight_format",
+        lambda f: (
+            _value(f.req.weight_format) == "fp4"
+            and "fp4" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
+        ),
+        "fp4 is NVFP4 W4A4, which needs Blackwell's fp4 tensor cores and "
+        "{facts.gpu_spec.name} has none; use int4 (weight-only) or fp8",
+        {"weight_format": "fp4", "gpu": "H100-SXM"},
+        serving_only=True,
+        triggers=("weight_format", "gpu", "preset"),
+    ),
+    Rule(
         "tp_comm_overlap",
         lambda f: bool(f.req.tp_comm_overlap and not f.req.sequence_parallel),
         "needs sequence parallelism (Megatron asserts it); drop --no-sequence-parallel",

@@ -225,7 +225,7 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
 
         fitted = (
             calibration.FP8_GEMM_IN_STEP_EFFICIENCY
-            if str(req.precision) == "fp8"
+            if str(req.precision) in ("fp8", "fp4")
             else calibration.in_step_efficiency(plan.cluster.perf.arch, str(req.stack))
         )
         gemm = (
@@ -441,7 +441,7 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
             "GPUs (dense peak TFLOP/s)",
             [
                 Column("name"),
-                *(n(c) for c in ("fp32", "tf32", "bf16", "fp8", "mem GB", "HBM TB/s")),
+                *(n(c) for c in ("fp32", "tf32", "bf16", "fp8", "fp4", "mem GB", "HBM TB/s")),
                 Column("scale-up", whole=True),
                 Column("source"),
                 Column("as of", whole=True),
@@ -451,7 +451,10 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
             p = {k.value: v for k, v in g.peak_TFLOPS.items()}
             t.add_row(
                 g.name,
-                *(fmt_num(p[k], 1) if k in p else "-" for k in ("fp32", "tf32", "bf16", "fp8")),
+                *(
+                    fmt_num(p[k], 1) if k in p else "-"
+                    for k in ("fp32", "tf32", "bf16", "fp8", "fp4")
+                ),
                 fmt_num(g.memory_GB, 0),
                 fmt_num(g.memory_bandwidth_TBps, 2),
                 g.scale_up_fabric,

@@ -273,7 +273,8 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
     fabric, nics = fabric_for(_cell(row, "scale_out"), gpu)
     recompute, recompute_layers = _recompute(_cell(row, "recompute"))
     tp = _int(row, "tp") or 1
-    fp8 = _cell(row, "precision") == "fp8"
+    precision = _cell(row, "precision")
+    fp8 = precision == "fp8"
     flash = _bool(row, "flash_attention")
     fields: dict[str, Any] = {
         **_model_fields(row),
@@ -291,7 +292,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "zero": _int(row, "zero") if _cell(row, "zero") else zero,
         "micro_batch": _micro_batch(row, stack),
         "global_batch": _int(row, "global_batch"),
-        "precision": "fp8" if fp8 else "bf16",
+        "precision": precision if precision in ("fp8", "fp4") else "bf16",
         "fp8_recipe": _fp8_recipe(_cell(row, "fp8_recipe")) if fp8 else None,
         "fp8_weights": fp8 and _fp8_weights(row),
         "recompute": recompute,

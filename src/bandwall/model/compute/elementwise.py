@@ -73,10 +73,17 @@ class Fp8CastBytes:
 #: weights 2 + 3 + 3 = 8 B (fwd and bwd casts). blockwise (TE Float8BlockScaling, DeepSeek-V3
 #: 1x128/128x128): scales per block inside the cast, both orientations → 4 B. mxfp8 (Blackwell
 #: MXFP8BlockScaling): two kernels (dim0, dim1) each read 2 B and write 1 B → 6 B.
+#: nvfp4 (TE NVFP4BlockScaling): a per-tensor amax pass reads 2 B (NVFP4's second-level fp32
+#: scale is per tensor), then one kernel reads 2 B and writes both orientations at 0.5 B plus
+#: an e4m3 scale per 16 elements (the column-wise copy for wgrad through the random Hadamard
+#: transform, fused into it) → 2 + 2 + 2 × 0.5625 = 5.125 B; weights the same (2-D 16×16
+#: scales).
 FP8_CAST: dict[str, Fp8CastBytes] = {
     "delayed": Fp8CastBytes(activation=4.0, weight=4.0, kernels=1),
     "current": Fp8CastBytes(activation=6.0, weight=8.0, kernels=3),
     "blockwise": Fp8CastBytes(activation=4.0, weight=4.0, kernels=1),
     "mxfp8": Fp8CastBytes(activation=6.0, weight=6.0, kernels=2),
+    "nvfp4": Fp8CastBytes(activation=5.125, weight=5.125, kernels=2),
 }
-FP8_RECIPES = tuple(FP8_CAST)
+#: The fp8 recipes a request may name (nvfp4 is --precision fp4's own).
+FP8_RECIPES = tuple(r for r in FP8_CAST if r != "nvfp4")

@@ -44,11 +44,26 @@ SPLIT_K_PARTIAL_BYTES = 4.0
 #: 4x smaller weight (Frantar et al. 2024, "MARLIN", fig. 1) → 0.97. int8 weight-only:
 #: TensorRT-LLM's kernels are taken at the same share (no public microbenchmark found; an
 #: estimate, to revisit with serving's validation).
-WEIGHT_STREAM_SHARE = {"bf16": 1.0, "fp16": 1.0, "fp8": 1.0, "int8": 0.97, "int4": 0.97}
+#: NVFP4 (fp4): taken at int4's share (a 4-bit weight expanded in registers; no public NVFP4
+#: GEMV microbenchmark found: an estimate).
+WEIGHT_STREAM_SHARE = {
+    "bf16": 1.0,
+    "fp16": 1.0,
+    "fp8": 1.0,
+    "fp4": 0.97,
+    "int8": 0.97,
+    "int4": 0.97,
+}
 #: Rows below which a GEMM runs as a memory-bound GEMV kernel (cuBLAS gemv / TensorRT-LLM
 #: weight-only GEMV for batch < 16; Marlin's batch 1-16 plateau).
 GEMV_MAX_M = 16
-WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+#: Bytes per weight element. NVFP4: a 4-bit e2m1 value plus one e4m3 scale per 16 elements
+#: (0.5 + 1/16; NVIDIA, "Introducing NVFP4", 2025-06; the per-tensor fp32 scale is negligible).
+NVFP4_BYTES = 0.5 + 1.0 / 16.0
+WEIGHT_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": NVFP4_BYTES, "int8": 1.0, "int4": 0.5}
+#: GEMM operand formats as the numeric codes the kernel model's flag arrays carry (a boolean
+#: fp8 flag is code 1): the tensor-core rate and the operand bytes follow the code.
+FORMAT_CODE = {"bf16": 0, "fp8": 1, "fp4": 2}
 
 
 @cache
@@ -70,7 +85,8 @@ def gemm_compute_s(
     m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: Any, count: Any = 1.0, spread: Any = 0.0
 ) -> Any:
     """Tensor-core time of `count` m×n×k GEMMs run as one (grouped) kernel, best tile.
-    `fp8` may be an array (one flag per GEMM) so a whole layer's GEMMs price in one call.
+    `fp8` is the operand format code (`FORMAT_CODE`: 0 bf16, 1 or True fp8, 2 NVFP4) and may be
+    an array (one per GEMM) so a whole layer's GEMMs price in one call.
     `spread`: the standard deviation of the rows around `m` across the group (a MoE layer's
     tokens per expert under real routing), so each group pads its own row count to whole
     tiles (`expected_tiles`); 0 prices every group at exactly `m` rows."""
@@ -82,7 +98,7 @@ def gemm_compute_s(
         found = distinct_broadcast(columns, shape, share=0.75, decline=0.75, sample=4096)
         if found is not None:
             u, inverse = found
-            t = _gemm_compute_s(u[0], u[1], u[2], rates, fp8=u[4] != 0, count=u[3], spread=u[5])
+            t = _gemm_compute_s(u[0], u[1], u[2], rates, fp8=u[4], count=u[3], spread=u[5])
             return t[inverse].reshape(shape)
     return _gemm_compute_s(m, n, k, rates, fp8=fp8, count=count, spread=spread)
 
@@ -120,7 +136,10 @@ def _gemm_compute_s(
     n_ = np.asarray(n, dtype=np.float64)[..., None]
     k_ = np.asarray(k, dtype=np.float64)[..., None]
     c_ = np.asarray(count, dtype=np.float64)[..., None]
-    rate = np.where(fp8, rates.gemm_rate(True), rates.gemm_rate(False))
+    code = np.asarray(fp8, dtype=np.float64)
+    rate = np.where(
+        code >= 1, np.where(code >= 2, rates.gemm_rate(2), rates.gemm_rate(1)), rates.gemm_rate(0)
+    )
     per_sm = np.asarray(rate)[..., None] / rates.sm_count
     s_ = np.asarray(spread, dtype=np.float64)
     rows = np.ceil(m_ / tm) if not np.any(s_ > 0) else expected_tiles(m_, tm, s_[..., None])
@@ -149,13 +168,22 @@ def gemm_time_s(
     slower of the tensor-core time and streaming the operands, plus the kernel's fixed cost.
     `out_bytes` 8 prices a weight-gradient GEMM accumulating into fp32 main grads (read and
     write; Megatron/TE gradient-accumulation fusion)."""
-    in_bytes = np.where(np.asarray(fp8) & (rates.fp8_peak_flops > 0), 1.0, 2.0)
+    code = np.asarray(fp8, dtype=np.float64)
+    in_bytes = operand_bytes(code, rates)
     compute = gemm_compute_s(m, n, k, rates, fp8=fp8, count=count)
     stream = gemm_bytes(m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, count=count)
     return np.maximum(compute, stream / rates.stream_Bps) + rates.kernel_gpu_s
 
 
-def gemm_tflops(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: bool = False) -> Any:
+def operand_bytes(code: Any, rates: GpuRates) -> Any:
+    """Bytes per input element of a GEMM of format `code` on this GPU: a format without its
+    tensor cores runs (and reads) as the next wider one."""
+    fp4 = (code >= 2) & (rates.fp4_peak_flops > 0)
+    fp8 = (code >= 1) & (rates.fp8_peak_flops > 0)
+    return np.where(fp4, NVFP4_BYTES, np.where(fp8, 1.0, 2.0))
+
+
+def gemm_tflops(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: bool | int = False) -> Any:
     """What a microbenchmark of one m×n×k GEMM would report, TFLOP/s."""
     return 2.0 * m * n * k / gemm_time_s(m, n, k, rates, fp8=fp8) / 1e12
 
@@ -171,12 +199,14 @@ def gemv_time_s(
     spread: Any = 0.0,
 ) -> Any:
     """Decode-shaped GEMM: m (small: the batch) rows against a k×n weight stored as `weights`
-    (bf16, fp8, int8 or int4 weight-only). Streaming the weight bounds it at small m; the
-    tensor cores (bf16 after dequantisation, fp8 natively) take over as m grows."""
+    (bf16, fp8, NVFP4, int8 or int4 weight-only). Streaming the weight bounds it at small m;
+    the tensor cores (bf16 after dequantisation, fp8 and NVFP4 natively) take over as m
+    grows."""
     wb = WEIGHT_BYTES[weights]
     stream = count * (wb * k * n + 2.0 * m * (k + n))
     bw = rates.stream_Bps * WEIGHT_STREAM_SHARE[weights]
     # below GEMV_MAX_M rows cuBLAS/TRT-LLM run CUDA-core GEMV kernels, not padded MMA tiles
-    tiles = gemm_compute_s(m, n, k, rates, fp8=weights == "fp8", count=count, spread=spread)
+    code = FORMAT_CODE.get(weights, 0)  # weight-only int8/int4 dequantise to bf16
+    tiles = gemm_compute_s(m, n, k, rates, fp8=code, count=count, spread=spread)
     compute = np.where(np.asarray(m) < GEMV_MAX_M, 0.0, tiles)
     return np.maximum(compute, stream / bw) + rates.kernel_gpu_s

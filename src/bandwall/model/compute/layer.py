@@ -32,6 +32,14 @@ from bandwall.workloads import Transformer
 WGRAD_OUT_BYTES = 8.0
 
 
+def recipe_format(recipe: str | None) -> int:
+    """The GEMM operand format code (`gemm.FORMAT_CODE`) a low-precision recipe runs its linear
+    layers in: None is bf16, nvfp4 is 4-bit, every other recipe fp8."""
+    if recipe is None:
+        return 0
+    return 2 if recipe == "nvfp4" else 1
+
+
 def _num(x: Any) -> Any:
     """Python floats for 0-d inputs (scalar arithmetic is ~20x cheaper than 0-d numpy)."""
     if isinstance(x, float | int | np.floating | np.integer):
@@ -157,14 +165,15 @@ def _linear_specs(w: Transformer, moe_layer: bool) -> tuple[_LinearSpec, ...]:
 
 @lru_cache(maxsize=256)
 def _gemm_table(
-    w: Transformer, moe_layer: bool, fp8: bool
+    w: Transformer, moe_layer: bool, fmt: int
 ) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray]:
-    """(names, coefficient matrix (9, G), fp8 flags (3G,), output bytes (3G,)) for the
-    fprop, dgrad and wgrad GEMMs of every linear, stacked in that order."""
+    """(names, coefficient matrix (9, G), format codes (3G,), output bytes (3G,)) for the
+    fprop, dgrad and wgrad GEMMs of every linear, stacked in that order. `fmt` is the
+    recipe's operand format (`gemm.FORMAT_CODE`); the router stays bf16."""
     specs = _linear_specs(w, moe_layer)
     names = tuple(sp[0] for sp in specs)
     coef = np.array([sp[1:] for sp in specs], dtype=np.float64).T
-    flags = np.array([fp8 and name != "router" for name in names] * 3)
+    flags = np.array([float(fmt) if name != "router" else 0.0 for name in names] * 3)
     out = np.repeat([2.0, 2.0, WGRAD_OUT_BYTES], len(names))
     return names, coef, flags, out
 
@@ -177,7 +186,7 @@ EXPERT_PATH = frozenset({"router", "experts_fc1", "experts_fc2"})
 def _expert_scale(w: Transformer, moe_layer: bool, expert_efficiency: float) -> np.ndarray:
     """Per stacked GEMM (fprop, dgrad, wgrad of each linear): 1 / expert_efficiency on the
     routed-expert path, 1 elsewhere."""
-    names = _gemm_table(w, moe_layer, False)[0]
+    names = _gemm_table(w, moe_layer, 0)[0]
     row = [1.0 / expert_efficiency if nm in EXPERT_PATH else 1.0 for nm in names]
     return np.array(row * 3, dtype=np.float64)
 
@@ -187,14 +196,15 @@ def _gemms(
     s: LayerShape,
     rates: GpuRates,
     moe_layer: bool,
-    fp8: bool,
+    fmt: int,
     expert_efficiency: float = 1.0,
 ) -> tuple[Any, Any, Any, Any, Any, Any, Any, tuple[str, ...]]:
-    """(fprop, dgrad, wgrad, flops, fp8 weight params, fp8 output-gradient elements,
-    kernels, fp8 names) of all linears, priced in one vectorised GEMM call."""
-    names, coef, flags, out_b = _gemm_table(w, moe_layer, fp8)
+    """(fprop, dgrad, wgrad, flops, low-precision weight params, low-precision output-gradient
+    elements, kernels, low-precision names) of all linears, priced in one vectorised GEMM
+    call; `fmt` the recipe's operand format code (0: bf16)."""
+    names, coef, flags, out_b = _gemm_table(w, moe_layer, fmt)
     if isinstance(s.tokens, float) and isinstance(s.tp, float) and isinstance(s.ep, float):
-        return _gemms_scalar(w, s.tokens, s.tp, s.ep, rates, moe_layer, fp8, expert_efficiency)
+        return _gemms_scalar(w, s.tokens, s.tp, s.ep, rates, moe_layer, fmt, expert_efficiency)
     T, tp, ep = (np.asarray(x, dtype=np.float64) for x in (s.tokens, s.tp, s.ep))
     T, tp, ep = T[None], tp[None], ep[None]
     nd = max(T.ndim, tp.ndim, ep.ndim)
@@ -216,7 +226,7 @@ def _gemms(
         t = t * _expert_scale(w, moe_layer, expert_efficiency).reshape(shape)
     g = len(names)
     flops = 6.0 * (m * n * k * cnt).sum(axis=0)
-    f8 = flags[:g].reshape((g, *shape[1:]))
+    f8 = flags[:g].reshape((g, *shape[1:])) > 0
     weights = (n * k * cnt * f8).sum(axis=0)
     grads = (m * n * cnt * f8).sum(axis=0)
     fp8_names = tuple(sorted(nm for nm, fl in zip(names, flags[:g], strict=True) if fl))
@@ -234,11 +244,11 @@ def _gemms(
 
 @lru_cache(maxsize=1024)
 def _scalar_shapes(
-    w: Transformer, moe_layer: bool, fp8: bool, tp: float, ep: float
+    w: Transformer, moe_layer: bool, fmt: int, tp: float, ep: float
 ) -> tuple[np.ndarray, ...]:
     """For one (tp, ep): the stacked fprop/dgrad/wgrad shapes as M = a·T + b, N, K = c·T + d,
     count, plus per-linear N·K·count and N·count (T: tokens, the only per-call input)."""
-    names, coef, flags, out_b = _gemm_table(w, moe_layer, fp8)
+    names, coef, flags, out_b = _gemm_table(w, moe_layer, fmt)
     m_t = coef[0] * ep ** coef[1]  # M per token
     n = coef[2] / tp ** coef[3]
     k = coef[4] / tp ** coef[5]
@@ -250,7 +260,7 @@ def _scalar_shapes(
     c = np.concatenate((zero, zero, m_t))
     d = np.concatenate((k, n, zero))
     cc = np.concatenate((cnt, cnt, cnt))
-    f8 = flags[: len(names)]
+    f8 = flags[: len(names)] > 0
     return a, b, nn, c, d, cc, flags, out_b, m_t * n * k * cnt, n * k * cnt * f8, m_t * n * cnt * f8
 
 
@@ -261,12 +271,12 @@ def _gemms_scalar(
     ep: float,
     rates: GpuRates,
     moe_layer: bool,
-    fp8: bool,
+    fmt: int,
     expert_efficiency: float,
 ) -> tuple[Any, Any, Any, Any, Any, Any, Any, tuple[str, ...]]:
     """`_gemms` for one layout: the shapes come from a cache keyed by (tp, ep)."""
-    names = _gemm_table(w, moe_layer, fp8)[0]
-    a, b, nn, c, d, cc, flags, out_b, mnk, wts, grd = _scalar_shapes(w, moe_layer, fp8, tp, ep)
+    names = _gemm_table(w, moe_layer, fmt)[0]
+    a, b, nn, c, d, cc, flags, out_b, mnk, wts, grd = _scalar_shapes(w, moe_layer, fmt, tp, ep)
     t = gemm_time_s(a * T + b, nn, c * T + d, rates, fp8=flags, count=cc, out_bytes=out_b)
     if moe_layer and expert_efficiency != 1.0:
         t = t * _expert_scale(w, moe_layer, expert_efficiency)
@@ -309,9 +319,10 @@ def transformer_layer(
 ) -> LayerCost:
     """Price one layer's forward and backward for one micro-batch on one GPU.
 
-    `fp8` names a TransformerEngine recipe (delayed, current, blockwise, mxfp8) or None for
-    bf16: only the linear layers' fprop/dgrad/wgrad run in fp8 (router, attention and the LM
-    head stay bf16), and the casts they need are priced as memory-bound passes.
+    `fp8` names a TransformerEngine recipe (delayed, current, blockwise, mxfp8; nvfp4 for
+    4-bit) or None for bf16: only the linear layers' fprop/dgrad/wgrad run in the recipe's
+    format (router, attention and the LM head stay bf16), and the casts they need are priced
+    as memory-bound passes.
     `expert_efficiency` is the share of the kernel model's speed the routed-expert path
     (router, expert GEMMs, token permutes) keeps inside a step (model/calibration.py).
     """
@@ -365,7 +376,7 @@ def _layer(
     seq = float(w.seq_len)
     tp, T = s.tp, s.tokens
     fprop, dgrad, wgrad, gemm_flops, fp8_weights, fp8_grads, n_gemm, fp8_names = _gemms(
-        w, s, rates, moe_layer, bool(fp8), expert_efficiency
+        w, s, rates, moe_layer, recipe_format(fp8), expert_efficiency
     )
 
     # --- attention core ----------------------------------------------------------------------

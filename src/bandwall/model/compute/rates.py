@@ -111,6 +111,10 @@ class GpuRates:
     wave and K effects taken out (0: `gemm_efficiency`)."""
     fp8_gemm_efficiency: float = 0.0
     """The same for fp8 GEMMs against the fp8 peak (0: the bf16 value)."""
+    fp4_peak_flops: float = 0.0
+    """Dense NVFP4 peak; 0 means no fp4 units (fp4 GEMMs run at the fp8 rate)."""
+    fp4_gemm_efficiency: float = 0.0
+    """The same for NVFP4 GEMMs against the fp4 peak (0: the fp8 value)."""
     clock_factor: float = 1.0
     """Sustained SM clock under the power cap relative to the default limit."""
     kernel_gpu_s: float = KERNEL_GPU_S
@@ -137,11 +141,15 @@ class GpuRates:
         """CPU time per kernel in this launch mode."""
         return GRAPH_HOST_S if self.launch_mode == LaunchMode.GRAPHS else self.kernel_launch_s
 
-    def gemm_rate(self, fp8: bool) -> float:
-        """FLOP/s a large GEMM's main loop sustains (clock and virtualisation included)."""
+    def gemm_rate(self, fp8: bool | int) -> float:
+        """FLOP/s a large GEMM's main loop sustains (clock and virtualisation included), by
+        operand format code (`gemm.FORMAT_CODE`): 0 bf16, 1 (or True) fp8, 2 NVFP4."""
         eff_bf16 = self.gemm_large_efficiency or self.gemm_efficiency
-        if fp8 and self.fp8_peak_flops:
-            rate = self.fp8_peak_flops * (self.fp8_gemm_efficiency or eff_bf16)
+        eff_fp8 = self.fp8_gemm_efficiency or eff_bf16
+        if fp8 >= 2 and self.fp4_peak_flops:
+            rate = self.fp4_peak_flops * (self.fp4_gemm_efficiency or eff_fp8)
+        elif fp8 and self.fp8_peak_flops:
+            rate = self.fp8_peak_flops * eff_fp8
         else:
             rate = self.bf16_flops * eff_bf16
         return rate * self.clock_factor * (1 - self.virtualization_overhead)
@@ -192,13 +200,14 @@ def gpu_rates(
 ) -> GpuRates:
     """Everything the kernel model needs for one GPU model.
 
-    `precision` sets `peak_flops` (the legacy path's one peak); the kernel model reads the bf16
-    and fp8 peaks separately and runs in fp8 only what an fp8 recipe runs in fp8.
+    `precision` sets `peak_flops` (the legacy path's one peak); the kernel model reads the bf16,
+    fp8 and fp4 peaks separately and runs in fp8 (fp4) only what its recipe runs in it.
     `gemm_efficiency` overrides the large-GEMM efficiency (a user's own measurement).
     """
     prec = Precision(precision)
     bf16 = gpu.peak_flops(Precision.BF16)
     fp8 = gpu.peak_TFLOPS.get(Precision.FP8, 0.0) * 1e12
+    fp4 = gpu.peak_TFLOPS.get(Precision.FP4, 0.0) * 1e12
     cap = float(power_cap_W) if power_cap_W else 0.0
     clock = float(sustained_clock_factor(cap, gpu.tdp_W)) if 0 < cap < gpu.tdp_W else 1.0
     arch = perf.arch
@@ -219,6 +228,10 @@ def gpu_rates(
         fp8_peak_flops=fp8,
         gemm_large_efficiency=large,
         fp8_gemm_efficiency=perf.fp8_gemm_large_efficiency or large,
+        fp4_peak_flops=fp4,
+        fp4_gemm_efficiency=perf.fp4_gemm_large_efficiency
+        or perf.fp8_gemm_large_efficiency
+        or large,
         clock_factor=clock,
         launch_mode=LaunchMode(launch_mode).value,
         attention_kernel=kernel,

@@ -21,7 +21,7 @@ from bandwall.catalog.models import Precision
 from bandwall.catalog.perf import KernelBenchmark, kernel_benchmarks
 from bandwall.model.compute.attention import BACKWARD_FLOPS_RATIO, flash_attention_flops
 from bandwall.model.compute.attention import flash_attention_s as _flash
-from bandwall.model.compute.gemm import gemm_tflops
+from bandwall.model.compute.gemm import FORMAT_CODE, gemm_tflops
 from bandwall.model.compute.rates import GpuRates, gpu_rates, sustained_clock_factor
 
 
@@ -66,7 +66,7 @@ def predict(row: KernelBenchmark) -> float:
         return float(sustained_clock_factor(row.power_cap_W, row.tdp_W))
     rates = rates_for(row.gpu)
     if row.kind == "gemm":
-        return float(gemm_tflops(row.m, row.n, row.k, rates, fp8=row.dtype == "fp8"))
+        return float(gemm_tflops(row.m, row.n, row.k, rates, fp8=FORMAT_CODE.get(row.dtype, 0)))
     if row.kind == "attention":
         return _attention_tflops(row, rates)
     if row.kind == "hbm":
