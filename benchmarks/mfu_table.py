@@ -6,7 +6,8 @@ MFU is counted one way for every row, whatever the source used, the way `plan` c
 matmul parameters a token uses + 6 × layers × heads × head_dim × seq_len (causal attention
 counted once, as Megatron-Bridge and Meta count; PaLM appendix B counts 12×) per token, less the
 weight-gradient third of the matmul FLOPs for a LoRA run's frozen weights, over the
-dense bf16 peak of the GPU (fp8 runs too, so the columns compare). The published figure is
+dense bf16 peak of the GPU (fp8 and NVFP4 runs too, so the columns compare: an NVFP4 run
+can pass 100%). The published figure is
 converted from the run's measured step time (`measured_step_s`, itself converted from the
 source's tokens/s or TFLOP/s by the formula in the row's `conversion` column). Split: fit rows
 set the model's fitted constants; held-out rows did not.

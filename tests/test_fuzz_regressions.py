@@ -1384,9 +1384,10 @@ def test_server_ttft_quantiles_take_the_whole_queue_tail(
 ) -> None:
     """At 99% busy the TTFT p99 was 32 s beside a 43.5 s mean: the quantile was taken over the
     first 64 waits of the geometric tail, normalised by themselves (fuzz round 20, B1). An
-    M/M/1-like wait of mean W has its p99 near ln(100) W."""
+    M/M/1-like wait of mean W has its p99 near ln(100) W. (Rates 1.9, 2.0, 2.01 then; the
+    serving constant's refit of 2026-12-07 moved the capacity to ~1.97 requests/s.)"""
     base = "--gpus 1 --dataset fixed --prompt-tokens 16000 --output-tokens 50"
-    for rate in (1.9, 2.0, 2.01):
+    for rate in (1.9, 1.95, 1.96):
         m = _infer(f"{base} --request-rate {rate}", capsys)
         assert m["ttft_p50_s"] <= m["ttft_p90_s"] <= m["ttft_p99_s"], m
         if m["utilisation"] > 0.98:

@@ -365,6 +365,24 @@ def _diloco(name: str, example: Any) -> Rule:
     )
 
 
+def _format_needs_units(field: str, fmt: str, says: str, example_gpu: str) -> Rule:
+    """`field` set to the number format `fmt` on a GPU whose catalog entry lists no dense peak
+    for it (no such tensor cores). A serving-only field makes a serving-only rule."""
+
+    def broken(f: Facts) -> bool:
+        chosen = _value(getattr(f.req, field)) == fmt
+        return chosen and fmt not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
+
+    return Rule(
+        field,
+        broken,
+        says,
+        {field: fmt, "gpu": example_gpu},
+        serving_only=field == "weight_format",
+        triggers=(field, "gpu", "preset"),
+    )
+
+
 def _set_to_something(f: Facts, name: str) -> bool:
     """A flag set to its 'off' value (`--outer-compression none`, `--no-outer-overlap`) asks
     for nothing that could not apply."""
@@ -500,40 +518,27 @@ RULES: tuple[Rule, ...] = (
         {"precision": "fp8", "fp8_recipe": "mxfp8", "gpu": "H100-SXM"},
         triggers=("fp8_recipe", "gpu", "preset"),
     ),
-    Rule(
+    _format_needs_units(
         "precision",
-        lambda f: (
-            _value(f.req.precision) == "fp8"
-            and "fp8" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
-        ),
+        "fp8",
         "{facts.gpu_spec.name} has no fp8 tensor cores: fp8 compute needs Ada, Hopper or "
         "newer (TransformerEngine and TensorRT-LLM assert it); use --precision bf16 or an "
         "fp8 GPU (bandwall catalog gpus)",
-        {"precision": "fp8", "gpu": "A100-SXM-80GB"},
-        triggers=("precision", "gpu", "preset"),
+        "A100-SXM-80GB",
     ),
-    Rule(
+    _format_needs_units(
         "precision",
-        lambda f: (
-            _value(f.req.precision) == "fp4"
-            and "fp4" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
-        ),
+        "fp4",
         "{facts.gpu_spec.name} has no fp4 tensor cores: NVFP4 needs Blackwell (B200, B300, "
         "GB200, GB300); use --precision fp8 or an fp4 GPU (bandwall catalog gpus)",
-        {"precision": "fp4", "gpu": "H100-SXM"},
-        triggers=("precision", "gpu", "preset"),
+        "H100-SXM",
     ),
-    Rule(
+    _format_needs_units(
         "weight_format",
-        lambda f: (
-            _value(f.req.weight_format) == "fp4"
-            and "fp4" not in {_value(k) for k in f.gpu_spec.peak_TFLOPS}
-        ),
+        "fp4",
         "fp4 is NVFP4 W4A4, which needs Blackwell's fp4 tensor cores and "
         "{facts.gpu_spec.name} has none; use int4 (weight-only) or fp8",
-        {"weight_format": "fp4", "gpu": "H100-SXM"},
-        serving_only=True,
-        triggers=("weight_format", "gpu", "preset"),
+        "H100-SXM",
     ),
     Rule(
         "tp_comm_overlap",
