@@ -104,6 +104,17 @@ def test_megatron_fsdp2_and_fp8_recipe(tmp_path: Path) -> None:
     )
 
 
+def test_megatron_fp4_format_is_nvfp4(tmp_path: Path) -> None:
+    """--fp4-format e2m1 (Megatron-LM's dest fp4) with its one recipe, nvfp4, prices the run at
+    --precision fp4; an fp4 format Megatron does not offer names the line."""
+    extra = "--fp4-format e2m1 --fp4-recipe nvfp4"
+    f = _fields(_write(tmp_path, "job.sh", MEGATRON.format(extra=extra)))
+    assert f["precision"] == "fp4" and "fp8_recipe" not in f
+    bad = _write(tmp_path, "job.sh", MEGATRON.format(extra="--fp4-format e3m0"))
+    with pytest.raises(ConfigError, match=r"job.sh:5: --fp4-format: unknown value 'e3m0'"):
+        read_configs([bad])
+
+
 def test_unknown_value_names_file_line_and_choices(tmp_path: Path) -> None:
     path = _write(tmp_path, "job.sh", MEGATRON.format(extra="--fp8-format e5m2"))
     with pytest.raises(ConfigError) as exc:

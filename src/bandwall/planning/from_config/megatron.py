@@ -123,6 +123,8 @@ TABLE: dict[str, Rule | str] = {
         _BOOL,
         "compute weights kept and gathered in fp8 (Megatron --fp8-param-gather)",
     ),
+    "fp4": _D,
+    "fp4_recipe": _D,
     "params_dtype": "follows from --bf16/--fp16",
     # kernels and host overhead
     "use_flash_attn": Rule("flash_attention", _BOOL),
@@ -153,6 +155,7 @@ TABLE: dict[str, Rule | str] = {
 #: Flags that set another destination (argparse `dest=` or store_false).
 ALIASES: dict[str, tuple[str, Any]] = {
     "fp8_format": ("fp8", None),
+    "fp4_format": ("fp4", None),
     "no_overlap_p2p_communication": ("overlap_p2p_comm", False),
     "recompute_activations": ("recompute_activations", True),
     "no_persist_layer_norm": ("persist_layer_norm", False),
@@ -197,6 +200,16 @@ CORE_KEYS = frozenset(
 
 
 def _precision(values: Values, mapped: Mapped) -> list[Default]:
+    fp4 = values.get("fp4")
+    if fp4 is not None and str(fp4).strip().lower() not in ("none", "false", ""):
+        # --fp4-format e2m1 (dest fp4) with --fp4-recipe nvfp4, its only choice
+        values.convert("fp4", choice({"e2m1": "e2m1", "true": "e2m1"}))
+        values.convert("fp4_recipe", choice({"nvfp4": "nvfp4", "fp4recipe.nvfp4": "nvfp4"}))
+        mapped.assigns.append(values.assign("precision", "fp4", "fp4"))
+        values.get("fp8")
+        values.get("fp8_recipe")
+        return []
+    values.get("fp4_recipe")
     fp8 = values.get("fp8")
     if fp8 is not None and str(fp8).strip().lower() not in ("none", "false", ""):
         values.convert("fp8", choice({"e4m3": "e4m3", "hybrid": "hybrid", "true": "e4m3"}))
