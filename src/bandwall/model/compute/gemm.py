@@ -136,10 +136,7 @@ def _gemm_compute_s(
     n_ = np.asarray(n, dtype=np.float64)[..., None]
     k_ = np.asarray(k, dtype=np.float64)[..., None]
     c_ = np.asarray(count, dtype=np.float64)[..., None]
-    code = np.asarray(fp8, dtype=np.float64)
-    rate = np.where(
-        code >= 1, np.where(code >= 2, rates.gemm_rate(2), rates.gemm_rate(1)), rates.gemm_rate(0)
-    )
+    rate = _rate(fp8, rates)
     per_sm = np.asarray(rate)[..., None] / rates.sm_count
     s_ = np.asarray(spread, dtype=np.float64)
     rows = np.ceil(m_ / tm) if not np.any(s_ > 0) else expected_tiles(m_, tm, s_[..., None])
@@ -147,6 +144,16 @@ def _gemm_compute_s(
     t = waves * (np.ceil(k_ / split) + k0) * work / per_sm
     t = t + (m_ * n_ * c_ / rates.stream_Bps) * partial
     return t.min(axis=-1)
+
+
+def _rate(fp8: Any, rates: GpuRates) -> Any:
+    """Main-loop FLOP/s by format code; any non-zero code is fp8's rate on a GPU without fp4
+    units (most layouts priced: the one-select path keeps the sweep at its speed)."""
+    low, wide = rates.gemm_rate(1), rates.gemm_rate(0)
+    if not rates.fp4_peak_flops:
+        return np.where(fp8, low, wide)
+    code = np.asarray(fp8, dtype=np.float64)
+    return np.where(code >= 2, rates.gemm_rate(2), np.where(code >= 1, low, wide))
 
 
 def gemm_bytes(m: Any, n: Any, k: Any, *, in_bytes: Any, out_bytes: Any, count: Any = 1.0) -> Any:
@@ -168,8 +175,7 @@ def gemm_time_s(
     slower of the tensor-core time and streaming the operands, plus the kernel's fixed cost.
     `out_bytes` 8 prices a weight-gradient GEMM accumulating into fp32 main grads (read and
     write; Megatron/TE gradient-accumulation fusion)."""
-    code = np.asarray(fp8, dtype=np.float64)
-    in_bytes = operand_bytes(code, rates)
+    in_bytes = operand_bytes(np.asarray(fp8), rates)
     compute = gemm_compute_s(m, n, k, rates, fp8=fp8, count=count)
     stream = gemm_bytes(m, n, k, in_bytes=in_bytes, out_bytes=out_bytes, count=count)
     return np.maximum(compute, stream / rates.stream_Bps) + rates.kernel_gpu_s
@@ -178,9 +184,9 @@ def gemm_time_s(
 def operand_bytes(code: Any, rates: GpuRates) -> Any:
     """Bytes per input element of a GEMM of format `code` on this GPU: a format without its
     tensor cores runs (and reads) as the next wider one."""
-    fp4 = (code >= 2) & (rates.fp4_peak_flops > 0)
-    fp8 = (code >= 1) & (rates.fp8_peak_flops > 0)
-    return np.where(fp4, NVFP4_BYTES, np.where(fp8, 1.0, 2.0))
+    if not rates.fp4_peak_flops:
+        return np.where(code, 1.0, 2.0) if rates.fp8_peak_flops else 2.0
+    return np.where(code >= 2, NVFP4_BYTES, np.where(code >= 1, 1.0, 2.0))
 
 
 def gemm_tflops(m: Any, n: Any, k: Any, rates: GpuRates, *, fp8: bool | int = False) -> Any:
