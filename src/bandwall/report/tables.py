@@ -223,15 +223,15 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
     else:
         from bandwall.model import calibration
 
-        fitted = (
-            calibration.FP8_GEMM_IN_STEP_EFFICIENCY
-            if str(req.precision) in ("fp8", "fp4")
-            else calibration.in_step_efficiency(plan.cluster.perf.arch, str(req.stack))
-        )
+        perf, fmt = plan.cluster.perf, str(req.precision)
+        low = {"fp8": perf.fp8_gemm_large_efficiency, "fp4": perf.fp4_gemm_large_efficiency}
+        large = low.get(fmt) or perf.gemm_large_efficiency or perf.gemm_efficiency
+        in_step = calibration.in_step_efficiency(perf.arch, str(req.stack))
+        scaled = f", {fmt} GEMMs × {calibration.FP8_GEMM_IN_STEP_EFFICIENCY}" if fmt in low else ""
         gemm = (
-            f"large GEMMs {plan.cluster.perf.gemm_efficiency:.2f} of peak (measured on "
-            f"{plan.cluster.perf.gpu}), smaller ones by shape, × {fitted} in-step (fitted on "
-            "published runs); --gemm-efficiency"
+            f"large {fmt} GEMMs {large:.2f} of the {fmt} peak ({perf.gpu}, gpu_perf.toml), "
+            f"smaller ones by shape; the step at {in_step} of the kernel model{scaled} (fitted "
+            "on published runs); --gemm-efficiency"
         )
     recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
     if req.recompute_modules:
