@@ -145,3 +145,12 @@ def test_fp4_serving_stores_nvfp4_weights_and_an_fp8_kv_cache() -> None:
     assert fp4["weights_bytes"] == pytest.approx(head + 0.5625 * layers_fp8, rel=1e-9)
     assert fp4["kv_bytes_per_sequence"] == pytest.approx(fp8["kv_bytes_per_sequence"])
     assert fp4["tokens_per_s_per_gpu"] > fp8["tokens_per_s_per_gpu"]
+
+
+def test_one_gpu_nodes_print_no_scale_up_fabric(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """GH200 x1 nodes (scale-up domain 1) have no NVLink domain to name: the plan printed
+    'None ×1/node'."""
+    r = run_cli("plan", "--model", "llama3-8b", "--gpus", "8", "--gpu", "GH200",
+                "--price-per-gpu-hour", "3")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "1 GPU/node + ib-ndr" in r.out and "None" not in r.out

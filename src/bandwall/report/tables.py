@@ -96,7 +96,9 @@ def plan_tables(plan: Plan) -> list[Table]:
     head.add_column("what")
     head.add_column("value")
     out = d["cluster"]
-    fabric = f"{out['scale_up']} ×{cl.gpus_per_node}/node + {out['scale_out']}"
+    up = out["scale_up"]  # None: one GPU per node (GH200 x1), nothing to scale up over
+    fabric = f"{up} ×{cl.gpus_per_node}/node" if up else f"{cl.gpus_per_node} GPU/node"
+    fabric += f" + {out['scale_out']}"
     fabric += (
         f" ({out['scale_out_Gbps_per_nic']:g} Gb/s × {out['nics_per_node']:g} "
         f"{out['scale_out_transport'].upper()} NIC/node)"
