@@ -30,6 +30,12 @@ class Precision(StrEnum):
     FP4 = "fp4"
 
 
+#: The formats that train and serve through a low-precision recipe (casts, scales, fp8 KV
+#: cache) rather than as plain 16-bit GEMMs: one set the engine, serving, the validation's
+#: classes and the published rows read, so a new format joins them all at once.
+LOW_PRECISIONS = frozenset({Precision.FP8.value, Precision.FP4.value})
+
+
 class Tier(StrEnum):
     """Where a fabric sits in the hierarchy."""
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+from bandwall.catalog.models import LOW_PRECISIONS
+
 #: Pseudo-runs of the pooled residuals mixed into each class's quantiles.
 SHRINK_RUNS = 5
 
@@ -89,7 +91,7 @@ def run_class(precision: str, moe: bool) -> str:
     """The class a run's residuals are drawn from: its number format and whether it is MoE.
     NVFP4 (fp4) runs take the fp8 class: no published fp4 run is in the fit set, and both are
     low-precision recipes whose casts and scaling the step model prices the same way."""
-    low = "fp8" if precision in ("fp8", "fp4") else "16-bit"
+    low = "fp8" if precision in LOW_PRECISIONS else "16-bit"
     return f"{low}/{'moe' if moe else 'dense'}"
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from bandwall.catalog.models import LOW_PRECISIONS
 from bandwall.model import (
     calibration,
     compute,
@@ -447,7 +448,7 @@ def _activation_memory(
     selective_op = _stack(opt).op_level_selective and opt.recompute is Recompute.SELECTIVE
     # TransformerEngine keeps the linears' inputs for wgrad in fp8 (memory.py); torchao's
     # float8 keeps them in bf16 and casts again in backward
-    fp8_inputs = cl.precision.value in ("fp8", "fp4") and _fp8_is_transformer_engine(opt)
+    fp8_inputs = cl.precision.value in LOW_PRECISIONS and _fp8_is_transformer_engine(opt)
     over = memory.ALLOCATOR_OVERHEAD
     work = partial(
         memory.working_set_bytes,

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from bandwall.catalog.models import LOW_PRECISIONS
 from bandwall.errors import ConfigError, LayoutError
 from bandwall.model import energy
 from bandwall.model.cluster import Cluster
@@ -131,7 +132,7 @@ def _check_context(req: InferRequest, mix: RequestMix) -> None:
 def weight_format(req: InferRequest) -> str:
     if req.weight_format != "auto":
         return req.weight_format
-    return req.precision if req.precision in ("fp8", "fp4") else "bf16"
+    return req.precision if req.precision in LOW_PRECISIONS else "bf16"
 
 
 def weight_bytes(req: InferRequest) -> float:
@@ -157,7 +158,7 @@ def serve_options(
     fmt = weight_format(req)
     # NVFP4 deployments keep an fp8 KV cache (TensorRT-LLM's NVFP4 checkpoints quantise the
     # KV cache to fp8; there is no fp4 KV cache in the serving engines)
-    low = fmt in ("fp8", "fp4")
+    low = fmt in LOW_PRECISIONS
     kv = {"auto": 1.0 if low else 2.0, "bf16": 2.0, "fp8": 1.0}[req.kv_cache_dtype]
     return ServeOptions(
         mix=request_mix(req),
@@ -433,7 +434,7 @@ def evaluate_inference(req: InferRequest, calibration: ServingCalibration | None
             f"{_usable_bytes(cl) / 1e9:,.1f} GB; add GPUs"
             + (
                 " or use a larger GPU"
-                if req.precision in ("fp8", "fp4")
+                if req.precision in LOW_PRECISIONS
                 else ", use --precision fp8 or a larger GPU"
             ),
             field="gpus",

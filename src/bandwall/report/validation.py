@@ -7,10 +7,12 @@ from typing import Any
 
 from rich.table import Table
 
+from bandwall.catalog.models import LOW_PRECISIONS
+
 #: How the runs are grouped in the class table: the features whose residuals the error bars
 #: are drawn from (precision and dense/MoE), then the stack.
 GROUPS: dict[str, Callable[[Any], str]] = {
-    "precision": lambda r: r.precision if r.precision in ("fp8", "fp4") else "16-bit",
+    "precision": lambda r: r.precision if r.precision in LOW_PRECISIONS else "16-bit",
     "model": lambda r: "MoE" if r.moe else "dense",
     "stack": lambda r: r.stack,
 }

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from bandwall.catalog.models import LOW_PRECISIONS
 from bandwall.errors import ConfigError
 from bandwall.model.vocab import RECOMPUTE_MODULES
 from bandwall.planning.api import evaluate_points
@@ -292,7 +293,7 @@ def request_for_run(row: dict[str, str]) -> PlanRequest:
         "zero": _int(row, "zero") if _cell(row, "zero") else zero,
         "micro_batch": _micro_batch(row, stack),
         "global_batch": _int(row, "global_batch"),
-        "precision": precision if precision in ("fp8", "fp4") else "bf16",
+        "precision": precision if precision in LOW_PRECISIONS else "bf16",
         "fp8_recipe": _fp8_recipe(_cell(row, "fp8_recipe")) if fp8 else None,
         "fp8_weights": fp8 and _fp8_weights(row),
         "recompute": recompute,
