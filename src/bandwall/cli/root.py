@@ -20,6 +20,7 @@ from typer.core import TyperGroup
 from typer.exceptions import TyperException
 
 from bandwall import __version__
+from bandwall.cli import started
 from bandwall.errors import BandwallError
 
 
@@ -163,6 +164,7 @@ def load_command(name: str) -> _click.Command:
         one.command(name)(target)
         cmd = typer.main.get_command(one)
     cmd.name = name
+    started()
     return cmd
 
 
