@@ -1506,6 +1506,20 @@ def _peer_exited(job: Job) -> list[Hit]:
     closed = [ln for k, ln in job.all("socket_errors") if k == "closed"]
     killed = _lines(job, "killed")
     crashed = job.all("crashed")
+    gone = [ln for k, ln in job.all("efa_errors") if k == "peer_gone"]
+    if gone and not (crashed or killed):
+        return [
+            Hit(
+                "peer_exited",
+                first(gone),
+                "EFA found no queue pair at the receiver (invalid receiver QPN): the peer's "
+                "endpoint is gone, which libfabric's own help text puts down to a crashed "
+                "peer (an OOM kill, a container memory limit, an exception on that rank)",
+                LIKELY,
+                missing="the peer rank's own log and `dmesg` / the pod's last state on its node "
+                "(OOMKilled, 'Out of memory: Killed process')",
+            )
+        ]
     if crashed and not killed:
         sig = crashed[0][0]
         return [
@@ -1596,8 +1610,9 @@ def _ib_link_error(job: Job) -> list[Hit]:
                 missing="the peer's log (did it exit first?) and its instance status",
             )
         ]
-    # a completion EFA itself calls unreachable is ib_qp_unreachable's evidence, not this
-    unreach = {id(ln) for k, ln in efa if k == "unreachable"}
+    # a completion EFA itself calls unreachable is ib_qp_unreachable's evidence, and one
+    # whose receiver has no queue pair left is peer_exited's: not this
+    unreach = {id(ln) for k, ln in efa if k in ("unreachable", "peer_gone")}
     timeouts = [ln for ln in _completion_lines(job, {12, 13}) if id(ln) not in unreach]
     if timeouts:
         unrouted = bool(_roce_link_local(job))

@@ -15,6 +15,11 @@ from bandwall.measure.doctor.nccl_log import NcclLog
 
 #: Catalog GPU for a device name as nccl-tests, torch and nvidia-smi print it.
 GPU_NAMES = (
+    # the PCIe boards of the SXM parts have no NVSwitch (at most an NVLink bridge per pair):
+    # priced as their SXM twin they would read a healthy PCIe all-gather as a fault
+    (r"H100 NVL", "H100-NVL"),
+    (r"GH200", "GH200"),
+    (r"(?:A100|A800|H100|H800).*PCIe", None),
     (r"GB300", "GB300"),
     (r"GB200", "GB200"),
     (r"B300", "B300"),

@@ -226,7 +226,7 @@ class NcclLog:
     net_not_found: list[tuple[str, Line]] = field(default_factory=list)
     """(network, line): NCCL_NET names a network no loaded plugin provides (init.cc/net.cc)."""
     efa_errors: list[tuple[str, Line]] = field(default_factory=list)
-    """('unreachable'|'unresponsive', line): libfabric EFA provider errors
+    """('unreachable'|'unresponsive'|'peer_gone', line): libfabric EFA provider errors
     (prov/efa/src/efa_errno.h), as its own help text groups them (efa_strerror.c)."""
     gid_query_failed: list[Line] = field(default_factory=list)
     """NET/IB could not read a RoCE GID's type from sysfs (ncclIbRoceGetVersionNum)."""
@@ -1544,6 +1544,10 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("insert remote address into address vector", _h_efa("unreachable")),
     # ... and peers that answered before and stopped (a failing peer or its process gone)
     Pattern("previously", _h_efa("unresponsive"), _c(r"Unresponsive (?:remote|receiver) \(")),
+    # ... and a receiver whose queue pair no longer exists (FI_EFA_REMOTE_ERROR_BAD_DEST_QPN):
+    # the provider's own help text for it is "typically caused by a crashed peer"
+    # (ofiwg/libfabric prov/efa/src/efa_strerror.c)
+    Pattern("Invalid receiver queue pair number", _h_efa("peer_gone")),
     Pattern("Failure to post internal receive buffers", _h_create_cq),  # EFA's ENOMEM
     # any other libfabric EFA (prov/efa) call failing with ENOMEM (-12): the provider pins its
     # bounce buffers and queues, so an unraised memlock limit (Docker's default 64 KiB)

@@ -798,7 +798,9 @@ RULES: tuple[Rule, ...] = (
         "reset by peer' on NCCL sockets, with no network error of NCCL's own; or a launcher "
         "reporting a rank killed by SIGKILL (torchrun 'exitcode: -9', DeepSpeed 'return code = "
         "-9'): the kernel's OOM killer or a scheduler limit; or a rank that died on "
-        "SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE (torchrun 'Signal 11 (SIGSEGV) received')",
+        "SIGSEGV, SIGABRT, SIGBUS, SIGILL or SIGFPE (torchrun 'Signal 11 (SIGSEGV) received'); "
+        "or EFA's 'Invalid receiver queue pair number (QPN)', whose own help text "
+        "(libfabric prov/efa efa_strerror.c) calls it typically a crashed peer",
         impact="every rank fails; the first error is on the rank that died",
         impact_source="NVIDIA/nccl#795 (a seg fault on a remote rank)",
         checks=("the dead rank's log and `dmesg` (OOM killer, segfault, Xid)",),
