@@ -207,6 +207,38 @@ def test_fp8_runs_only_the_linear_layers_in_fp8_and_prices_the_casts() -> None:
     assert float(current.fp8_cast_s) > float(fp8.fp8_cast_s)  # the amax pass
 
 
+def test_torchao_rowwise_pays_its_extra_cast_traffic_and_rescales_the_backward_gemms() -> None:
+    """torchao's rowwise against tensorwise ('current') on Llama 3 8B, one GPU, 8,192 tokens,
+    by hand from torchao's roofline byte counts (roofline_utils.py L146-210): inputs and
+    output gradients 8 B/element instead of 6, weights 10 instead of 8, 2 kernels per cast
+    tensor instead of 3; the dgrad and wgrad outputs read and written once more in bf16 (4 B);
+    the rowwise forward GEMM at 0.9 of tensorwise (pytorch/pytorch#147971)."""
+    w = get_workload("llama3-8b")
+    cur, row = _layer(w, fp8="current"), _layer(w, fp8="rowwise")
+    T, h, hq, ffn = 8192.0, 4096.0, 4096.0, 14336.0
+    qkv_out = hq + 2 * 1024.0
+    separate = T * hq  # the attention output, cast on its own
+    produced = T * (2 * h + ffn)  # two norm outputs and the activation (amax share only)
+    grads = T * (qkv_out + h + 2 * ffn + h)  # output gradients of qkv, proj, fc1, fc2
+    weights = h * qkv_out + hq * h + h * 2 * ffn + ffn * h
+    extra_bytes = (
+        (8 - 6) * separate
+        + ((8 - 4) - (6 - 4)) * produced
+        + (8 - 6) * grads
+        + 4 * (separate + produced + weights)
+        + (10 - 8) * weights
+    )
+    r = h100()
+    kernels = (2 - 3) * (1 + 4)  # per cast tensor, the activations' and each linear's grads
+    expected = extra_bytes / r.stream_Bps + kernels * r.kernel_gpu_s
+    got = float(row.fp8_cast_s + row.fp8_weight_cast_s) - float(
+        cur.fp8_cast_s + cur.fp8_weight_cast_s
+    )
+    assert got == pytest.approx(expected, rel=1e-9)
+    assert float(row.fwd_gemm_s) == pytest.approx(float(cur.fwd_gemm_s) / 0.9, rel=1e-12)
+    assert float(row.bwd_dgrad_s) == float(cur.bwd_dgrad_s)  # tensorwise GEMMs, rescaled after
+
+
 def _small_moe(**extra: object) -> Transformer:
     """64 experts of width 1,024, top-8, on a 4,096-wide 2-layer model."""
     return custom_transformer(

@@ -428,6 +428,20 @@ def test_published_layouts_fit_the_memory_model() -> None:
     assert renamed.recompute == "minimal_with_context"  # minimal_flash's current name
 
 
+def test_torchao_rowwise_rows_are_priced_with_the_rowwise_recipe() -> None:
+    """A row naming torchao's rowwise scaling runs the rowwise recipe (its own cast traffic,
+    rescaled backward GEMMs), not the delayed scaling every unrecognised text fell to before
+    (blind batch 12: the 70B rowwise row priced as delayed was 37% fast); tensorwise is
+    current scaling."""
+    from bandwall.measure.calibrate.runs import load_runs, request_for_run
+
+    rows = {r["id"]: r for r in load_runs()}
+    rowwise = request_for_run(rows["torchtitan-llama3-70b-h100-asynctp-float8rowwise-256"])
+    assert rowwise.fp8_recipe == "rowwise"
+    tensorwise = request_for_run(rows["torchtitan-llama31-8b-h100-fsdp-compile-float8-8"])
+    assert tensorwise.fp8_recipe == "current"
+
+
 def test_rows_that_keep_weights_in_fp8_are_priced_so() -> None:
     """Megatron's --fp8-param-gather, NeMo's fp8_params and MLPerf's FP8_PARAMS keep the compute
     weights in fp8 and all-gather them at 1 byte; a row stating it is priced with fp8_weights

@@ -372,11 +372,12 @@ class PlanRequest(DocumentedModel):
     reshard_after_forward: bool | None = Field(default=None, json_schema_extra=_meta("strategy"))
     """FSDP: free gathered weights after forward and gather them again for backward (unset:
     the stack's default, on)."""
-    fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8"] | None = Field(
+    fp8_recipe: Literal["delayed", "current", "blockwise", "mxfp8", "rowwise"] | None = Field(
         default=None, json_schema_extra=_meta("strategy")
     )
-    """fp8 scaling recipe (TransformerEngine): delayed or current tensor scaling, blockwise
-    (DeepSeek-V3), mxfp8 (Blackwell); unset: delayed on Hopper, mxfp8 on Blackwell."""
+    """fp8 scaling recipe: delayed or current tensor scaling (TransformerEngine; current is
+    torchao's tensorwise), blockwise (DeepSeek-V3), mxfp8 (Blackwell), rowwise (torchao's
+    per-row scales); unset: delayed on Hopper, mxfp8 on Blackwell."""
     attention_kernel: Literal["fa2", "fa3", "fa4"] | None = Field(
         default=None, json_schema_extra=_meta("strategy")
     )

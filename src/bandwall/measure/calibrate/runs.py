@@ -136,6 +136,8 @@ def _fp8_recipe(text: str) -> str | None:
         return None
     if "mxfp8" in t:
         return "mxfp8"
+    if "rowwise" in t:  # torchao's rowwise; rowwise_with_gw_hp is priced as rowwise
+        return "rowwise"
     if "1x128" in t or "block" in t or "fine-grained" in t:
         return "blockwise"
     if "current" in t or "dynamic" in t or "tensorwise" in t:

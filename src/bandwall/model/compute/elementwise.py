@@ -65,6 +65,15 @@ class Fp8CastBytes:
     """A weight cast (once per micro-batch unless the framework caches it)."""
     kernels: int
     """Kernels per cast tensor."""
+    rescale: float = 0.0
+    """Bytes per element of each backward GEMM's output that a separate pass rescales (read
+    and write bf16): torchao's rowwise runs dgrad and wgrad as tensorwise GEMMs and scales
+    their outputs afterwards (torchao/float8/float8_ops.py: "the rowwise CUTLASS-based kernel
+    is so slow without fast-accum")."""
+    fprop_efficiency: float = 1.0
+    """Forward GEMM speed relative to the format's tensorwise GEMM: the rowwise-scaled CUTLASS
+    kernel runs "within 90-100% of tensor-wise efficiency, but there's a long tail going down
+    to 50%" (pytorch/pytorch#147971): the band's floor."""
 
 
 #: delayed (TE DelayedScaling, Megatron's default on Hopper): amax comes from history, so one
@@ -73,6 +82,11 @@ class Fp8CastBytes:
 #: weights 2 + 3 + 3 = 8 B (fwd and bwd casts). blockwise (TE Float8BlockScaling, DeepSeek-V3
 #: 1x128/128x128): scales per block inside the cast, both orientations → 4 B. mxfp8 (Blackwell
 #: MXFP8BlockScaling): two kernels (dim0, dim1) each read 2 B and write 1 B → 6 B.
+#: rowwise (torchao Float8 rowwise, torchao/testing/training/roofline_utils.py at 36027d82d
+#: L176-210): one kernel reads 2 B and writes the fp8 dim0 copy (1 B) and a bf16 transposed
+#: copy (2 B), a second casts that (2 + 1): 8 B ("can't fuse 1 and 2 because that would
+#: require loading the entire tensor to shared memory"); weights 10 B (a bf16 transpose in
+#: between); then the backward GEMMs' outputs rescaled (`rescale`).
 #: nvfp4 (TE NVFP4BlockScaling): a per-tensor amax pass reads 2 B (NVFP4's second-level fp32
 #: scale is per tensor), then one kernel reads 2 B and writes both orientations at 0.5 B plus
 #: an e4m3 scale per 16 elements (the column-wise copy for wgrad through the random Hadamard
@@ -83,6 +97,9 @@ FP8_CAST: dict[str, Fp8CastBytes] = {
     "current": Fp8CastBytes(activation=6.0, weight=8.0, kernels=3),
     "blockwise": Fp8CastBytes(activation=4.0, weight=4.0, kernels=1),
     "mxfp8": Fp8CastBytes(activation=6.0, weight=6.0, kernels=2),
+    "rowwise": Fp8CastBytes(
+        activation=8.0, weight=10.0, kernels=2, rescale=4.0, fprop_efficiency=0.9
+    ),
     "nvfp4": Fp8CastBytes(activation=5.125, weight=5.125, kernels=2),
 }
 #: The fp8 recipes a request may name (nvfp4 is --precision fp4's own).

@@ -319,10 +319,10 @@ def transformer_layer(
 ) -> LayerCost:
     """Price one layer's forward and backward for one micro-batch on one GPU.
 
-    `fp8` names a TransformerEngine recipe (delayed, current, blockwise, mxfp8; nvfp4 for
-    4-bit) or None for bf16: only the linear layers' fprop/dgrad/wgrad run in the recipe's
-    format (router, attention and the LM head stay bf16), and the casts they need are priced
-    as memory-bound passes.
+    `fp8` names a low-precision recipe (delayed, current, blockwise, mxfp8, rowwise; nvfp4
+    for 4-bit) or None for bf16: only the linear layers' fprop/dgrad/wgrad run in the
+    recipe's format (router, attention and the LM head stay bf16), and the casts they need
+    are priced as memory-bound passes.
     `expert_efficiency` is the share of the kernel model's speed the routed-expert path
     (router, expert GEMMs, token permutes) keeps inside a step (model/calibration.py).
     """
@@ -443,7 +443,12 @@ def _layer(
         amax_only = cast.activation - FP8_CAST["delayed"].activation
         cast_f = separate * cast.activation + fused_inputs * amax_only
         # backward: every fp8 linear's output gradient is cast (and transposed) for dgrad/wgrad
-        cast_b = fp8_grads * cast.activation
+        # and, where the recipe rescales, the dgrad (input-sized) and wgrad (weight-sized)
+        # outputs are read and written once more
+        cast_b = fp8_grads * cast.activation + cast.rescale * (
+            separate + fused_inputs + fp8_weights
+        )
+        fprop = fprop / cast.fprop_efficiency
         n_cast = cast.kernels * (1.0 + len(fp8_names))
         fp8_cast = (cast_f + cast_b) / rates.stream_Bps + n_cast * fixed
         fp8_weight = fp8_weights * cast.weight / rates.stream_Bps + len(fp8_names) * fixed
