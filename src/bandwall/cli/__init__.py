@@ -51,9 +51,11 @@ def _output_failed(exc: OSError) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     _prepare_streams()
+    global _COLLECT_AT_START
     collecting = gc.isenabled()
-    if argv is None:  # the console script: a process of its own
+    if argv is None and collecting:  # the console script: a process of its own
         gc.disable()
+        _COLLECT_AT_START = True
     try:
         code = _run(args)
         sys.stdout.flush()
@@ -62,9 +64,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return _output_failed(exc)
     finally:
+        _COLLECT_AT_START = False
         if collecting:
             gc.enable()
     return code
+
+
+#: `main` turned the collector off for the console script's start-up (and nobody else did).
+_COLLECT_AT_START = False
 
 
 def started() -> None:
@@ -74,7 +81,9 @@ def started() -> None:
     with gc.callbacks, 2026-12-07). `main` turns collection off for the console script; this
     moves what start-up built out of the collector's sight (gc.freeze) and turns it back on,
     so long-running commands (serve, bench) collect as usual."""
-    if not gc.isenabled():
+    global _COLLECT_AT_START
+    if _COLLECT_AT_START:
+        _COLLECT_AT_START = False
         gc.freeze()
         gc.enable()
 

@@ -46,8 +46,9 @@ def distinct_rows(
 
 
 def _sorted_distinct(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """np.unique without its hash-table path, which imports numpy.ma on first use (7 ms of a
-    `plan` command's start, measured 2026-12-07): sort, keep each run's first."""
+    """np.unique of integer keys (the callers' hashed uint64 keys and slot indices) without its
+    hash-table path, which imports numpy.ma on first use (7 ms of a `plan` command's start,
+    measured 2026-12-07): sort, keep each run's first. Not for floats: NaNs would stay apart."""
     s = np.sort(a)
     if len(s) < 2:
         return s

@@ -514,9 +514,21 @@ RULES: tuple[Rule, ...] = (
         "fp8_recipe",
         lambda f: f.given("fp8_recipe") and _value(f.req.fp8_recipe) == "mxfp8" and not f.blackwell,
         "mxfp8 needs Blackwell's block-scaled tensor cores and {facts.gpu_spec.name} is "
-        "{facts.gpu_arch_name}; use delayed, current or blockwise",
+        "{facts.gpu_arch_name}; use delayed, current, blockwise or rowwise",
         {"precision": "fp8", "fp8_recipe": "mxfp8", "gpu": "H100-SXM"},
         triggers=("fp8_recipe", "gpu", "preset"),
+    ),
+    Rule(
+        "fp8_recipe",
+        lambda f: (
+            f.given("fp8_recipe")
+            and _value(f.req.fp8_recipe) == "rowwise"
+            and _value(f.req.stack) != "fsdp2"
+        ),
+        "rowwise is torchao's float8 recipe, which runs under FSDP2 (torchtitan) and --stack "
+        "{stack} runs TransformerEngine's; add --stack fsdp2, or use current or blockwise",
+        {"precision": "fp8", "fp8_recipe": "rowwise", "stack": "megatron"},
+        triggers=("fp8_recipe", "stack"),
     ),
     _format_needs_units(
         "precision",

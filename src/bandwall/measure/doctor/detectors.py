@@ -1598,12 +1598,12 @@ def _ib_link_error(job: Job) -> list[Hit]:
             )
         ]
     efa = job.all("efa_errors")
-    gone = [ln for k, ln in efa if k == "unresponsive"]
-    if gone:
+    stopped = [ln for k, ln in efa if k == "unresponsive"]
+    if stopped:
         return [
             Hit(
                 "ib_link_error",
-                first(gone),
+                first(stopped),
                 "the EFA peer answered before and stopped: libfabric's own reading is a "
                 "hardware failure on the remote peer or its process gone",
                 LIKELY,

@@ -19,7 +19,7 @@ GPU_NAMES = (
     # priced as their SXM twin they would read a healthy PCIe all-gather as a fault
     (r"H100 NVL", "H100-NVL"),
     (r"GH200", "GH200"),
-    (r"(?:A100|A800|H100|H800).*PCIe", None),
+    (r"(?:A100|A800|H100|H800).*PCIe|H200 NVL", None),
     (r"GB300", "GB300"),
     (r"GB200", "GB200"),
     (r"B300", "B300"),
@@ -44,7 +44,7 @@ CONSUMER_GPU = re.compile(r"GeForce|RTX [2-5]0[5-9]0|TITAN", re.IGNORECASE)
 #: (NVIDIA's datasheets); the P100/V100 SXM2 parts have NVLink and three digits.
 PCIE_GPU = re.compile(
     r"GeForce|TITAN|Quadro|RTX\s?(A\d{4}|\d{4}\s?Ada|PRO)|RTX [2-5]0[5-9]0|\bA(10|16|2|30|40)\b"
-    r"|\bL(4|40S?)\b|PCIe|\bTesla\s(?:[KMP]\d{1,2}|T4)\b",
+    r"|\bL(4|40S?)\b|PCIe|\bH[12]00 NVL\b|\bTesla\s(?:[KMP]\d{1,2}|T4)\b",
     re.IGNORECASE,
 )
 #: Largest busbw (GB/s) a real GPU collective reports; beyond it a number is garbage.

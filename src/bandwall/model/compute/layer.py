@@ -448,8 +448,9 @@ def _layer(
         cast_b = fp8_grads * cast.activation + cast.rescale * (
             separate + fused_inputs + fp8_weights
         )
-        fprop = fprop / cast.fprop_efficiency
-        n_cast = cast.kernels * (1.0 + len(fp8_names))
+        fprop = fprop / cast.fprop_efficiency  # the router's small bf16 GEMM with them
+        # one rescale kernel per rescaled GEMM (dgrad and wgrad of each fp8 linear)
+        n_cast = cast.kernels * (1.0 + len(fp8_names)) + 2.0 * len(fp8_names) * (cast.rescale > 0)
         fp8_cast = (cast_f + cast_b) / rates.stream_Bps + n_cast * fixed
         fp8_weight = fp8_weights * cast.weight / rates.stream_Bps + len(fp8_names) * fixed
         cast_kernels = n_cast

@@ -145,7 +145,7 @@ def _precision(values: Values, mapped: Mapped) -> list[Default]:
             values.convert(
                 key,
                 choice(
-                    {"tensorwise": "current", "rowwise": "current", "rowwise_with_gw_hp": "current"}
+                    {"tensorwise": "current", "rowwise": "rowwise", "rowwise_with_gw_hp": "rowwise"}
                 ),
             )
             if key
@@ -156,7 +156,10 @@ def _precision(values: Values, mapped: Mapped) -> list[Default]:
                 "fp8_recipe",
                 recipe,
                 *(keys + ([key] if key else [])),
-                note="torchao float8 scales each tensor from its current amax",
+                note="torchao float8 rowwise: per-row scales, tensorwise backward GEMMs "
+                "rescaled (rowwise_with_gw_hp priced as rowwise)"
+                if recipe == "rowwise"
+                else "torchao float8 scales each tensor from its current amax",
             )
         )
         return []
