@@ -244,6 +244,10 @@ def _training_fields(row: dict[str, Any]) -> dict[str, Any]:
             fields[key] = int(row[key])
     if "tokens" in row:
         fields["tokens"] = float(row["tokens"])
+    if row.get("kind") == "nameplate":
+        # energy needs no price, and the preset's provider lists none for some GPUs
+        # (A100-SXM-40GB): any price lets the plan run; its cost is not read
+        fields["price_per_gpu_hour_usd"] = 1.0
     return fields
 
 
