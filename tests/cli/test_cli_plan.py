@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -392,3 +393,13 @@ def test_validate_names_what_is_wrong_with_results_first(run_cli, tmp_path) -> N
     text.write_text("not an export\n")
     r = run_cli("validate", str(text))
     assert r.code == 2 and "is not a JSON export" in r.err and "--fabric" not in r.err
+
+
+def test_assumptions_print_the_fitted_factors_rounded(run_cli) -> None:  # type: ignore[no-untyped-def]
+    """The in-step efficiency of a stack with its own factor is a product of two fitted
+    constants (hopper × fsdp2): printed to three figures, not 0.7905169999999999."""
+    r = run_cli("plan", "--precision", "fp8", "--stack", "fsdp2", "--gpus", "8")
+    assert r.code == 0, r.err
+    block = r.out[r.out.index("Assumptions") :]
+    assert "of the kernel model" in block.replace("\n", " ").replace("│", " ")
+    assert not re.search(r"\d\.\d{5,}", block), block

@@ -229,10 +229,11 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
         low = {"fp8": perf.fp8_gemm_large_efficiency, "fp4": perf.fp4_gemm_large_efficiency}
         large = low.get(fmt) or perf.gemm_large_efficiency or perf.gemm_efficiency
         in_step = calibration.in_step_efficiency(perf.arch, str(req.stack))
-        scaled = f", {fmt} GEMMs × {calibration.FP8_GEMM_IN_STEP_EFFICIENCY}" if fmt in low else ""
+        factor = calibration.FP8_GEMM_IN_STEP_EFFICIENCY
+        scaled = f", {fmt} GEMMs × {factor:.3g}" if fmt in low else ""
         gemm = (
             f"large {fmt} GEMMs {large:.2f} of the {fmt} peak ({perf.gpu}, gpu_perf.toml), "
-            f"smaller ones by shape; the step at {in_step} of the kernel model{scaled} (fitted "
+            f"smaller ones by shape; the step at {in_step:.3g} of the kernel model{scaled} (fitted "
             "on published runs); --gemm-efficiency"
         )
     recompute = f"{req.recompute.value} ({m['recompute_share']:.0%} of layers fully recomputed)"
