@@ -31,13 +31,13 @@ SHRINK_RUNS = 5
 #: dense fit run (zero median signed error on the fit third), standing for what kernel
 #: microbenchmarks leave out (clocks under a whole step's power draw, gaps between kernels,
 #: cache and HBM contention between kernels, the data loader and per-step host work).
-IN_STEP_EFFICIENCY = 0.834
+IN_STEP_EFFICIENCY = 0.83
 #: Share of their microbenchmark rate fp8 GEMMs keep inside a step, beyond the above: the
 #: scaling bookkeeping (amax history, scale updates), fp8 transposes for the backward GEMMs and
 #: the training shapes' smaller fp8 tiles that fp8 GEMM microbenchmarks leave out. Above 1 it
 #: says the fp8 anchors (H100: one cuBLASLt 8192^3 row at 0.72 of the fp8 peak) understate
 #: what fp8 GEMMs reach relative to bf16 ones inside a step.
-FP8_GEMM_IN_STEP_EFFICIENCY = 1.057
+FP8_GEMM_IN_STEP_EFFICIENCY = 1.062
 #: IN_STEP_EFFICIENCY of an architecture with at least MIN_ARCH_RUNS dense fit runs (either
 #: format; fp8 runs priced with the fp8 constant), fitted on those alone: how far a step falls
 #: short of the GEMM anchors differs by generation (an H100 at 700 W or a B200 at 1,000 W runs
@@ -45,8 +45,8 @@ FP8_GEMM_IN_STEP_EFFICIENCY = 1.057
 #: A100 at 400 W much less). Others use the pooled IN_STEP_EFFICIENCY.
 IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {
     "ampere": 0.98,
-    "blackwell": 0.751,
-    "hopper": 0.833,
+    "blackwell": 0.75,
+    "hopper": 0.829,
 }
 #: Factor on the in-step efficiency for a training stack (the request's --stack) with at
 #: least MIN_ARCH_RUNS dense fit runs, fitted jointly with the architectures' constants on its
@@ -60,11 +60,11 @@ IN_STEP_EFFICIENCY_BY_STACK: dict[str, float] = {
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1579, 0.2302, 132),
-    "16-bit/dense": (-0.0904, 0.231, 39),
-    "16-bit/moe": (-0.3342, 0.367, 15),
-    "fp8/dense": (-0.1537, 0.1602, 56),
-    "fp8/moe": (-0.1622, 0.3056, 22),
+    "pooled": (-0.1639, 0.2335, 141),
+    "16-bit/dense": (-0.0904, 0.229, 39),
+    "16-bit/moe": (-0.3146, 0.37, 17),
+    "fp8/dense": (-0.1545, 0.1611, 56),
+    "fp8/moe": (-0.1834, 0.3285, 29),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs
@@ -72,7 +72,7 @@ STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
 #: report names it the "compute wall": small per-expert GEMMs that underfill the tensor
 #: cores, many kernel launches and host-bound token bookkeeping (NVIDIA, "Scalable Training
 #: of Mixture-of-Experts Models with Megatron Core", arXiv 2603.07685, 2026, §1).
-MOE_EXPERT_IN_STEP_EFFICIENCY = 0.745
+MOE_EXPERT_IN_STEP_EFFICIENCY = 0.727
 # END GENERATED
 
 
