@@ -52,6 +52,19 @@ def _b200() -> compute.GpuRates:
     return compute.gpu_rates(cat.gpu_perf("B200"), cat.gpu("B200"), precision="fp4")
 
 
+def test_each_unset_large_gemm_efficiency_takes_the_next_wider_formats() -> None:
+    """GpuPerf.large_gemm_efficiency, which the kernel model's rates and plan's assumptions
+    block both read: fp4 unset takes fp8's, fp8 unset bf16's; a --gemm-efficiency override
+    replaces bf16's and what falls back to it."""
+    b200 = load_catalog().gpu_perf("B200")
+    bare = b200.model_copy(update={"fp4_gemm_large_efficiency": None})
+    assert bare.large_gemm_efficiency("fp4") == b200.fp8_gemm_large_efficiency
+    none = bare.model_copy(update={"fp8_gemm_large_efficiency": None})
+    assert none.large_gemm_efficiency("fp4") == b200.gemm_large_efficiency
+    assert none.large_gemm_efficiency("fp8", 0.5) == 0.5
+    assert b200.large_gemm_efficiency("fp4", 0.5) == b200.fp4_gemm_large_efficiency
+
+
 def test_nvfp4_recipe_runs_the_linears_in_fp4_and_prices_its_quantisation() -> None:
     """TransformerEngine's NVFP4 recipe: fprop, dgrad and wgrad of every linear in 4-bit
     (attention and the router stay bf16); its GEMMs beat fp8's (twice the peak on B200 at

@@ -64,6 +64,17 @@ class GpuPerf(BaseModel):
     def memory_bytes(self) -> int:
         return self.memory_MiB * MIB
 
+    def large_gemm_efficiency(self, fmt: str, bf16: float | None = None) -> float:
+        """Large-GEMM efficiency of `fmt` (bf16, fp8, fp4) against that format's peak, each
+        unset format taking the next wider one's; `bf16` overrides the bf16 value (a user's
+        --gemm-efficiency), and with it what falls back to it."""
+        eff = bf16 or self.gemm_large_efficiency or self.gemm_efficiency
+        if fmt in ("fp8", "fp4"):
+            eff = self.fp8_gemm_large_efficiency or eff
+        if fmt == "fp4":
+            eff = self.fp4_gemm_large_efficiency or eff
+        return eff
+
 
 #: Columns of catalog/data/kernel_bench.csv, the public kernel microbenchmarks the kernel model
 #: is validated against (each row with its source and date).

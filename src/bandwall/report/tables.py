@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from rich.table import Table
 
+from bandwall.catalog.models import LOW_PRECISIONS
 from bandwall.planning.api import BREAKDOWN_KEYS, Plan
 from bandwall.planning.request import field_flag
 from bandwall.report._keyed import Column, KeyedTable
@@ -226,11 +227,10 @@ def assumption_rows(plan: Plan) -> list[tuple[str, str]]:
         from bandwall.model import calibration
 
         perf, fmt = plan.cluster.perf, str(req.precision)
-        low = {"fp8": perf.fp8_gemm_large_efficiency, "fp4": perf.fp4_gemm_large_efficiency}
-        large = low.get(fmt) or perf.gemm_large_efficiency or perf.gemm_efficiency
+        large = perf.large_gemm_efficiency(fmt)
         in_step = calibration.in_step_efficiency(perf.arch, str(req.stack))
         factor = calibration.FP8_GEMM_IN_STEP_EFFICIENCY
-        scaled = f", {fmt} GEMMs × {factor:.3g}" if fmt in low else ""
+        scaled = f", {fmt} GEMMs × {factor:.3g}" if fmt in LOW_PRECISIONS else ""
         gemm = (
             f"large {fmt} GEMMs {large:.2f} of the {fmt} peak ({perf.gpu}, gpu_perf.toml), "
             f"smaller ones by shape; the step at {in_step:.3g} of the kernel model{scaled} (fitted "

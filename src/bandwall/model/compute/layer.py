@@ -22,7 +22,7 @@ from bandwall.model.compute.attention import (
     flash_attention_s,
 )
 from bandwall.model.compute.elementwise import FP8_CAST, kernel_table
-from bandwall.model.compute.gemm import gemm_time_s
+from bandwall.model.compute.gemm import FORMAT_CODE, gemm_time_s
 from bandwall.model.compute.rates import GpuRates
 from bandwall.model.distinct import distinct_broadcast
 from bandwall.workloads import Transformer
@@ -36,8 +36,8 @@ def recipe_format(recipe: str | None) -> int:
     """The GEMM operand format code (`gemm.FORMAT_CODE`) a low-precision recipe runs its linear
     layers in: None is bf16, nvfp4 is 4-bit, every other recipe fp8."""
     if recipe is None:
-        return 0
-    return 2 if recipe == "nvfp4" else 1
+        return FORMAT_CODE["bf16"]
+    return FORMAT_CODE["fp4" if recipe == "nvfp4" else "fp8"]
 
 
 def _num(x: Any) -> Any:

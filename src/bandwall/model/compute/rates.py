@@ -212,7 +212,7 @@ def gpu_rates(
     clock = float(sustained_clock_factor(cap, gpu.tdp_W)) if 0 < cap < gpu.tdp_W else 1.0
     arch = perf.arch
     kernel = DEFAULT_ATTENTION_KERNEL[arch]
-    large = gemm_efficiency or perf.gemm_large_efficiency or perf.gemm_efficiency
+    large = perf.large_gemm_efficiency("bf16", gemm_efficiency)
     return GpuRates(
         peak_flops=gpu.peak_flops(prec),
         gemm_efficiency=gemm_efficiency or perf.gemm_efficiency,
@@ -227,11 +227,9 @@ def gpu_rates(
         bf16_peak_flops=bf16,
         fp8_peak_flops=fp8,
         gemm_large_efficiency=large,
-        fp8_gemm_efficiency=perf.fp8_gemm_large_efficiency or large,
+        fp8_gemm_efficiency=perf.large_gemm_efficiency("fp8", gemm_efficiency),
         fp4_peak_flops=fp4,
-        fp4_gemm_efficiency=perf.fp4_gemm_large_efficiency
-        or perf.fp8_gemm_large_efficiency
-        or large,
+        fp4_gemm_efficiency=perf.large_gemm_efficiency("fp4", gemm_efficiency),
         clock_factor=clock,
         launch_mode=LaunchMode(launch_mode).value,
         attention_kernel=kernel,
