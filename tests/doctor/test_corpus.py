@@ -51,15 +51,15 @@ def test_accuracy_on_the_build_and_held_out_parts(capsys: object) -> None:
                 print(f"  {split} miss: {r.id} ({r.cause}) -> {r.ranked[:3]}")
     for split in ("build", "heldout"):
         assert out[split]["healthy_false_alarms"] == 0, (split, out[split])
-    # issue 27 asks for top-1 >= 80% and named >= 90% on a held-out third. Blind sets 9-23
-    # joined the corpus (2026-12-06/07, each scored once before it joined, the last seven at
-    # 33%, 33%, 50%, 100%, 0%, 71% and 83% top-1); since set 23 the held-out part names 45 of
-    # 55 causes at top-1 (81.8%; set 15's nccltests291 was fixed after its blind miss) and the
-    # build part 90 of 102 anywhere (88.2%). The held-out misses stay
-    # unread so that part stays held out: these floors guard against regression just under
-    # today's figures; they do not claim the targets (named >= 90% is not met)
-    assert out["build"]["top1"] >= 0.79 and out["build"]["named"] >= 0.87, out["build"]
-    assert out["heldout"]["top1"] >= 0.80 and out["heldout"]["named"] >= 0.80, out["heldout"]
+    # issue 27 asks for top-1 >= 80% and named >= 90% on a held-out third. Blind sets 9-24
+    # joined the corpus (2026-12-06/07, each scored once before it joined, the last eight at
+    # 33%, 33%, 50%, 100%, 0%, 71%, 83% and 80% top-1); since set 24 the held-out part names 45
+    # of 55 causes at top-1 (81.8%) and 46 anywhere (83.6%: a bare ncclSystemError now lists
+    # its common causes as possible), the build part 96 of 107 anywhere (89.7%). The held-out
+    # misses stay unread so that part stays held out: these floors guard against regression
+    # just under today's figures; they do not claim the targets (named >= 90% is not met)
+    assert out["build"]["top1"] >= 0.80 and out["build"]["named"] >= 0.88, out["build"]
+    assert out["heldout"]["top1"] >= 0.80 and out["heldout"]["named"] >= 0.82, out["heldout"]
 
 
 def _input_lines(path: Path) -> list[str]:

@@ -166,6 +166,21 @@ def _shm_space(job: Job) -> list[Hit]:
                 missing="`df -h /dev/shm` inside the container",
             )
         ]
+    bare = _bare_system_error(job)
+    if not lines and bare:
+        # the other common ncclSystemError: a container's 64 MB /dev/shm (NCCL's
+        # troubleshooting guide, Docker: --shm-size or --ipc=host)
+        return [
+            Hit(
+                "shm_space",
+                first(bare, 2),
+                "ncclSystemError with no NCCL line saying which call failed: in a container, "
+                "Docker's default 64 MB /dev/shm is too small for NCCL's shared-memory buffers",
+                POSSIBLE,
+                missing="`df -h /dev/shm` inside the container, or the NCCL WARN line "
+                "(NCCL_DEBUG=WARN)",
+            )
+        ]
     if not lines:
         return []
     size = re.search(r"size (\d+)", " ".join(ln.text for ln in lines))
@@ -1244,6 +1259,22 @@ def _socket_ifname(job: Job) -> list[Hit]:
         )
     if not hits:
         hits += _ifname_by_address(job)
+    bare = _bare_system_error(job)
+    if not hits and bare:
+        # NCCL's networking troubleshooting names this first for failures at init: an
+        # interface that is up but does not reach the other nodes, which NCCL may pick
+        hits.append(
+            Hit(
+                "socket_ifname",
+                first(bare, 2),
+                "ncclSystemError with no NCCL line saying which call failed: NCCL may have "
+                "picked an interface that is up but does not reach the other hosts (a "
+                "container or bridge address)",
+                POSSIBLE,
+                missing="the 'Bootstrap : Using' and 'NET/Socket : Using' lines "
+                "(NCCL_DEBUG=INFO) of a rank on each host",
+            )
+        )
     return hits
 
 
@@ -1415,6 +1446,23 @@ def _bootstrap_unreachable(job: Job) -> list[Hit]:
                 LIKELY,
             )
         ]
+    system = _bare_system_error(job)
+    if system:
+        return [
+            Hit(
+                "bootstrap_unreachable",
+                first(system, 2),
+                "ncclSystemError (a socket or system call failed) with no NCCL line saying "
+                "which: the ranks may not reach each other (a firewall, a closed port)",
+                POSSIBLE,
+                missing="the NCCL WARN line before the error (NCCL_DEBUG=WARN)",
+            )
+        ]
+    return []
+
+
+def _bare_system_error(job: Job) -> list[Line]:
+    """ncclSystemError lines when nothing else in the log says which call failed."""
     system = _lines(job, "system_errors")
     explained = (
         job.all("socket_errors")
@@ -1426,18 +1474,7 @@ def _bootstrap_unreachable(job: Job) -> list[Hit]:
         or job.all("remote_errors")
         or job.all("warnings")
     )
-    if system and not explained:
-        return [
-            Hit(
-                "bootstrap_unreachable",
-                first(system, 2),
-                "ncclSystemError (a socket or system call failed) with no NCCL line saying "
-                "which: most often the ranks cannot connect to each other",
-                POSSIBLE,
-                missing="the NCCL WARN line before the error (NCCL_DEBUG=WARN)",
-            )
-        ]
-    return []
+    return [] if explained else system
 
 
 # --- timeouts and dead peers --------------------------------------------------------------------

@@ -542,10 +542,13 @@ RULES: tuple[Rule, ...] = (
         "IPv6 link-local (fe80::) address advertised, connections to a loopback address "
         "(a hostname on 127.0.1.1), binding to an address the host does not have (EADDRNOTAVAIL, "
         "errno 99), Gloo finding no interface for its address, or Gloo "
-        "binding to loopback ('Unable to resolve hostname to a (local) address')",
+        "binding to loopback ('Unable to resolve hostname to a (local) address'); as a "
+        "possible cause, `unhandled system error` with nothing else",
         impact="the communicator never forms: the job hangs or fails at init",
         impact_source="NVIDIA/nccl#1837; hkproj/pytorch-transformer-distributed#1 "
-        "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000",
+        "(NCCL_SOCKET_IFNAME fixed 'No route to host'); NVIDIA/nccl#1000; NCCL's "
+        "networking troubleshooting (interfaces that are up but do not reach the other "
+        "nodes fail the init functions)",
         checks=(
             "`ip -br addr` on every node against NCCL_SOCKET_IFNAME (prefix list; '^' "
             "excludes, '=' exact)",
@@ -605,7 +608,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="creating, extending or mapping /dev/shm/nccl-* fails ('No space left on device', "
         "posix_fallocate), UCX's shared-memory transport cannot allocate its FIFO, or PyTorch's "
-        "DataLoader workers run out of shared memory (bus error)",
+        "DataLoader workers run out of shared memory (bus error); as a possible cause, "
+        "`unhandled system error` with nothing else",
         impact="the communicator fails at init",
         impact_source="NVIDIA/nccl#342 (docker's 64 MB default); pytorch/ci-infra#490",
         checks=("`df -h /dev/shm` inside the container",),
