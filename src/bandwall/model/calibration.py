@@ -54,17 +54,17 @@ IN_STEP_EFFICIENCY_BY_ARCH: dict[str, float] = {
 #: synchronisation, unfused kernels, the launcher's own logging). Megatron is the reference.
 IN_STEP_EFFICIENCY_BY_STACK: dict[str, float] = {
     "deepspeed": 0.861,
-    "fsdp2": 0.949,
+    "fsdp2": 0.936,
     "maxtext": 0.902,
 }
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1639, 0.2335, 141),
-    "16-bit/dense": (-0.0904, 0.229, 39),
-    "16-bit/moe": (-0.3146, 0.37, 17),
-    "fp8/dense": (-0.1545, 0.1611, 56),
-    "fp8/moe": (-0.1834, 0.3285, 29),
+    "pooled": (-0.1779, 0.2345, 146),
+    "16-bit/dense": (-0.1118, 0.2274, 44),
+    "16-bit/moe": (-0.3273, 0.3587, 17),
+    "fp8/dense": (-0.1597, 0.1631, 56),
+    "fp8/moe": (-0.1834, 0.3279, 29),
 }
 #: Share of the kernel model's speed the routed-expert path of an MoE layer (router, expert
 #: GEMMs, token permutes) keeps inside a step, beyond the above, fitted on the MoE fit runs

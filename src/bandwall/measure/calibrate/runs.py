@@ -86,6 +86,22 @@ def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
     describes. A row that names only the system gets that system's fabric: DGX A100 8 × 200 Gb/s
     HDR, DGX H100/B200 and GB200 NVL72 trays 8 × 400 Gb/s NDR (ConnectX-7)."""
     t = scale_out.lower()
+    # a node's total as one figure, where no NIC count ('8x ...') says how it is made up
+    per_node = None if re.search(r"\d\s*x\s*\S", t) else _PER_NODE_GBPS.search(t)
+    efa_v1 = re.search(r"(\d+)\s*x\s*100\s*gb(?:it)?(?:/s|ps)?\s+efa", t)
+    if efa_v1:  # AWS p4d/p4de: 4 x 100 Gb/s EFA per instance
+        return "efa-p4d", float(efa_v1.group(1))
+    # a negated transport ('no RDMA NIC') names what the link is not
+    tcp = _tcp_fabric(
+        re.sub(r"\b(?:no|without)\s+(?:an?\s+)?(?:rdma|roce|infiniband|efa)\b", " ", t)
+    )
+    if tcp is not None:
+        return tcp
+    if per_node and not any(w in t for w in ("roce", "rdma", "hdr", "ndr", "opa", "omni")):
+        # a node total with no NIC count: NDR (400 Gb/s) or HDR (200 Gb/s) ports filling it
+        total = float(per_node.group(1))
+        port = 400.0 if total >= 400 and not gpu.startswith("A100") else 200.0
+        return ("ib-ndr" if port == 400 else "ib-hdr"), max(1.0, total / port)
     if "omni-path" in t or "opa" in t:
         return "roce-100", 4.0
     if "roce" in t and "1600" in t:
@@ -99,6 +115,43 @@ def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
     if "ndr" in t or "400" in t:
         return "ib-ndr", None
     return ("ib-hdr" if gpu.startswith("A100") else "ib-ndr"), None
+
+
+#: A node's scale-out total stated as one figure ('400 Gb/s per 8-GPU node').
+_PER_NODE_GBPS = re.compile(r"(\d+(?:\.\d+)?)\s*gb(?:it)?(?:/s|ps)\s+per\s+(?:\d+-gpu\s+)?node")
+_ETH_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gb(?:it)?/s|gbps|gbe|g\b)")
+_NIC_COUNT = re.compile(r"(\d+)\s*x\s*\d+(?:\.\d+)?\s*(?:gb|g\b)")
+
+
+def _tcp_fabric(t: str) -> tuple[str, float | None] | None:
+    """Plain Ethernet without RDMA (sockets): the catalog TCP tier at the stated rate, a
+    cloud VPC tier when the text names a cloud, else co-located bare metal; None when the
+    text names RDMA or no Ethernet."""
+    if not any(w in t for w in ("ethernet", "gbe", "tcp")) or any(
+        w in t
+        for w in (
+            "roce",
+            "rdma",
+            "efa",
+            "infiniband",
+            "ndr",
+            "hdr",
+            "connectx",
+            "bf3",
+            "spectrum",
+            "gpudirect",
+        )
+    ):
+        return None
+    rate = _ETH_RATE.search(t)
+    if rate is None:
+        return None
+    gbps = float(rate.group(1))
+    nics = _NIC_COUNT.search(t)
+    count = float(nics.group(1)) if nics else 1.0
+    if any(w in t for w in ("aws", "gcp", "azure", "vpc", "cloud")):
+        return ("vpc-25g" if gbps <= 25 else "vpc-50g" if gbps <= 50 else "vpc-100g"), count
+    return ("eth-10g-tcp" if gbps <= 10 else "eth-25g-tcp"), count
 
 
 def _recompute(text: str) -> tuple[str | None, int | None]:

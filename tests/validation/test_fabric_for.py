@@ -1,0 +1,53 @@
+"""How a published run's scale-out text becomes a catalog fabric (runs.fabric_for): the
+conversions batch 15 needed (a node total, plain Ethernet), and that the rows before it keep
+theirs."""
+
+from __future__ import annotations
+
+import pytest
+
+from bandwall.measure.calibrate.runs import fabric_for
+
+
+@pytest.mark.parametrize(
+    ("text", "gpu", "expected"),
+    [
+        # fms-fsdp's A100 cluster: AWS p4de, 4 x 100 Gb/s EFA per instance
+        (
+            "400 Gb/s per 8-GPU node inter-node with GPUDirect RDMA; consistent with AWS "
+            "p4de.24xlarge (8x A100 80GB, 4 x 100 Gb/s EFA)",
+            "A100-SXM-80GB",
+            ("efa-p4d", 4.0),
+        ),
+        # a node total and no NIC count: NDR ports filling it
+        ("800 Gb/s per node inter-node, fabric not stated", "H100-SXM", ("ib-ndr", 2.0)),
+        # the same total on A100 (HDR generation): 200 Gb/s ports
+        ("400 Gb/s per node", "A100-SXM-80GB", ("ib-hdr", 2.0)),
+        # one 25 GbE NIC, NCCL over TCP; 'no RDMA NIC' names what the link is not
+        (
+            "2 nodes x 8 RTX 4090, one 25 Gb/s Ethernet NIC per node (no RDMA NIC, NCCL over "
+            "TCP sockets)",
+            "RTX-4090",
+            ("eth-25g-tcp", 1.0),
+        ),
+        ("2 x 10 GbE, TCP", "L40S", ("eth-10g-tcp", 2.0)),
+        (
+            "AWS g5 instances, 25 Gb/s ENA networking (TCP, no EFA)",
+            "A100-SXM-80GB",
+            ("vpc-25g", 1.0),
+        ),
+        # rows before batch 15: an RDMA NIC on Ethernet is not a TCP tier, NIC counts stay
+        (
+            "8x BF3 ConnectX-7 400Gb/s per node on an Ethernet fabric",
+            "H100-SXM",
+            ("ib-ndr", None),
+        ),
+        ("compute 8x ConnectX-7 IB NDR 400Gb/s per node", "H100-SXM", ("ib-ndr", None)),
+        ("GPUDirect-TCPXO, 8x200G NICs per node (TCP, not RDMA)", "H100-SXM", ("roce-400", None)),
+        ("RoCE 1600 Gbps per node", "A100-SXM-80GB", ("roce-200", 8.0)),
+    ],
+)
+def test_scale_out_text_maps_to_fabric(
+    text: str, gpu: str, expected: tuple[str, float | None]
+) -> None:
+    assert fabric_for(text, gpu) == expected
