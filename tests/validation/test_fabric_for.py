@@ -43,7 +43,18 @@ from bandwall.measure.calibrate.runs import fabric_for
             ("ib-ndr", None),
         ),
         ("compute 8x ConnectX-7 IB NDR 400Gb/s per node", "H100-SXM", ("ib-ndr", None)),
-        ("GPUDirect-TCPXO, 8x200G NICs per node (TCP, not RDMA)", "H100-SXM", ("roce-400", None)),
+        # Google's GPUDirect over TCP: A3 Mega's TCPXO on 8 data NICs, A3 High's TCPX on 4
+        (
+            "GCP A3 Mega (a3-megagpu-8g): GPUDirect-TCPXO, 8x200G NICs per node (TCP, not RDMA)",
+            "H100-SXM",
+            ("gcp-tcpxo", 8.0),
+        ),
+        ("GCP A3 VMs (h100-80gb-8); DCN bandwidth not stated", "H100-SXM", ("gcp-tcpx", 4.0)),
+        (
+            "GCP A3 Ultra (a3-ultragpu-8g): 8x400G ConnectX-7 RoCE per node",
+            "H200",
+            ("roce-400", None),
+        ),
         ("RoCE 1600 Gbps per node", "A100-SXM-80GB", ("roce-200", 8.0)),
     ],
 )

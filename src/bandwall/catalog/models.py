@@ -202,6 +202,13 @@ class FabricSpec(_Entry):
     )
     small_latency_us: float | None = Field(default=None, ge=0)
     small_efficiency: float | None = Field(default=None, gt=0)
+    call_overhead_us: float | None = Field(
+        default=None,
+        ge=0,
+        description="Per collective call across nodes, beyond NCCL's step latencies: the "
+        "network plugin's or proxy's own turn (measured small-message floor less the "
+        "model's). Unset: the transport's fitted value (collectives/overheads.py).",
+    )
     op_time_factors: dict[str, float] = Field(
         default_factory=dict,
         description="Calibrated profiles: per-op multiplier on the bandwidth term (measured / "

@@ -60,8 +60,8 @@ IN_STEP_EFFICIENCY_BY_STACK: dict[str, float] = {
 #: class -> (q10, q90, runs): percentiles of log(measured / predicted step time), fit runs
 #: priced out of fold (5-fold cross-validation, benchmarks/fit_published.py).
 STEP_RESIDUALS: dict[str, tuple[float, float, int]] = {
-    "pooled": (-0.1779, 0.2345, 146),
-    "16-bit/dense": (-0.1118, 0.2274, 44),
+    "pooled": (-0.1779, 0.2315, 146),
+    "16-bit/dense": (-0.1118, 0.2166, 44),
     "16-bit/moe": (-0.3273, 0.3587, 17),
     "fp8/dense": (-0.1597, 0.1631, 56),
     "fp8/moe": (-0.1834, 0.3279, 29),

@@ -204,6 +204,8 @@ class Link:
     `bandwidth_Bps` (a faster NIC does not re-cable the switch; None: `bandwidth_Bps`)."""
     congestion_control: str = FabricCC.NONE.value
     """Flow and congestion control as incast sees it (model/congestion.py FabricCC)."""
+    call_overhead_s: float | None = None
+    """Per call across nodes beyond NCCL's step latencies (None: the transport's)."""
 
     @classmethod
     def from_fabric(cls, spec: FabricSpec) -> Link:
@@ -240,6 +242,9 @@ class Link:
             switch_Bps=spec.switch.capacity_Tbps * 1e12 / 8 if spec.switch else None,
             switch_port_Bps=spec.switch.port_Gbps * GB / 8 if spec.switch else None,
             congestion_control=spec.fabric_cc,
+            call_overhead_s=(
+                spec.call_overhead_us * US if spec.call_overhead_us is not None else None
+            ),
         )
 
     def with_overrides(

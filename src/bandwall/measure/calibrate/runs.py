@@ -86,6 +86,12 @@ def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
     describes. A row that names only the system gets that system's fabric: DGX A100 8 × 200 Gb/s
     HDR, DGX H100/B200 and GB200 NVL72 trays 8 × 400 Gb/s NDR (ConnectX-7)."""
     t = scale_out.lower()
+    # Google Cloud's GPUDirect over TCP: A3 Mega (TCPXO, 8 data NICs), A3 High (TCPX, 4);
+    # A3 Ultra and A4 are RoCE (below)
+    if "tcpxo" in t or "a3 mega" in t or "a3-megagpu" in t:
+        return "gcp-tcpxo", 8.0
+    if "tcpx" in t or ("a3" in t and "gcp" in t and "ultra" not in t and "roce" not in t):
+        return "gcp-tcpx", 4.0
     # a node's total as one figure, where no NIC count ('8x ...') says how it is made up
     per_node = None if re.search(r"\d\s*x\s*\S", t) else _PER_NODE_GBPS.search(t)
     efa_v1 = re.search(r"(\d+)\s*x\s*100\s*gb(?:it)?(?:/s|ps)?\s+efa", t)

@@ -71,5 +71,10 @@ def per_call_s(topo: Topology, multi_node: npt.ArrayLike) -> FloatArray:
         return np.zeros(np.shape(multi_node))
     launch = LAUNCH_US.get(topo.arch, 0.0)
     out = topo.scale_out
-    net = NETWORK_CALL_US.get(out.transport, 0.0) if out is not None else 0.0
+    if out is None:
+        net = 0.0
+    elif out.call_overhead_s is not None:  # the fabric's own (catalog call_overhead_us)
+        net = out.call_overhead_s / 1e-6
+    else:
+        net = NETWORK_CALL_US.get(out.transport, 0.0)
     return np.asarray((launch + np.where(multi_node, net, 0.0)) * 1e-6, dtype=np.float64)
