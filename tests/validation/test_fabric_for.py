@@ -56,9 +56,40 @@ from bandwall.measure.calibrate.runs import fabric_for
             ("roce-400", None),
         ),
         ("RoCE 1600 Gbps per node", "A100-SXM-80GB", ("roce-200", 8.0)),
+        # texts a review found misread (2026-12-07): GPU counts and memory are not NICs,
+        # 'not RDMA' negates, thousands separators, EFA totals, a storage network beside IB
+        ("400 Gb/s per node (8x A100)", "A100-SXM-80GB", ("ib-hdr", 2.0)),
+        ("25 GbE, TCP, not RDMA", "L40S", ("eth-25g-tcp", 1.0)),
+        ("8x 24GB RTX 4090, 25 GbE", "RTX-4090", ("eth-25g-tcp", 1.0)),
+        ("8x 400 Gb/s IB per node, 25 GbE storage", "H100-SXM", ("ib-ndr", None)),
+        ("1,600 Gb/s per node", "H100-SXM", ("ib-ndr", 4.0)),
+        ("100 Gb/s Ethernet TCP", "H100-SXM", ("vpc-100g", 1.0)),
+        ("3,200 Gb/s per node EFA", "H100-SXM", ("efa-p5", 8.0)),
+        ("32 x 100 Gb/s EFA (p5)", "H100-SXM", ("efa-p5", 8.0)),
+        ("llama3 on GCP A3 Ultra, RoCE", "H200", ("roce-400", None)),
     ],
 )
 def test_scale_out_text_maps_to_fabric(
     text: str, gpu: str, expected: tuple[str, float | None]
 ) -> None:
     assert fabric_for(text, gpu) == expected
+
+
+def test_every_published_row_maps_to_a_catalog_fabric_and_a_plausible_nic_count() -> None:
+    """Each row's text gives a fabric the catalog has, and a NIC count (when it gives one)
+    of 1-8 per node."""
+    import csv
+    from importlib import resources
+
+    from bandwall.catalog import load_catalog
+
+    cat = load_catalog()
+    text = (
+        resources.files("bandwall.measure.calibrate")
+        .joinpath("data", "published_runs.csv")
+        .read_text()
+    )
+    for row in csv.DictReader(text.splitlines()):
+        fabric, nics = fabric_for(row["scale_out"], row["gpu"])
+        assert cat.fabric(fabric).tier.value == "scale_out", row["id"]
+        assert nics is None or 1 <= nics <= 8, (row["id"], nics)

@@ -202,6 +202,20 @@ class FabricSpec(_Entry):
     )
     small_latency_us: float | None = Field(default=None, ge=0)
     small_efficiency: float | None = Field(default=None, gt=0)
+    nics_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="NICs a host of this fabric has when the request does not say (e.g. "
+        "GCP A3 High: 4 data NICs for 8 GPUs). Unset: one per GPU on RDMA fabrics, else one.",
+    )
+
+    def default_nics(self, gpus_per_node: float) -> float:
+        """NICs per node when the request names none: the fabric's own count, else one per
+        GPU on RDMA fabrics (rail-optimised hosts), else one."""
+        if self.nics_per_node is not None:
+            return float(self.nics_per_node)
+        return float(gpus_per_node) if self.rdma else 1.0
+
     call_overhead_us: float | None = Field(
         default=None,
         ge=0,

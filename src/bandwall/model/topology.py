@@ -655,7 +655,7 @@ def build_topology(
         if scale_out_overrides:
             out_link = out_link.with_overrides(**scale_out_overrides)
         if nics_per_node is None:
-            nics_per_node = gpus_per_node if out_spec.rdma else 1
+            nics_per_node = out_spec.default_nics(gpus_per_node)
     wan_link = Link.from_fabric(cat.fabric(wan)) if wan is not None else None
     if gpu_spec.compute_capability is not None:
         arch: str | None = GpuArch.from_compute_capability(gpu_spec.compute_capability).value

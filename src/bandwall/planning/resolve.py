@@ -149,7 +149,7 @@ def _resolve_cluster(req: PlanRequest, vec: dict[str, Any] | None) -> Cluster:
             )
         price = listed.typical
     nics = req.nics_per_node or (
-        preset.nics_per_node if not req.fabric else (gpn if out_spec.rdma else 1.0)
+        preset.nics_per_node if not req.fabric else out_spec.default_nics(gpn)
     )
     nics = float(min(nics, gpn))
     routing = parse_routing(req.routing)

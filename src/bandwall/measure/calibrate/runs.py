@@ -85,25 +85,30 @@ def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
     """The catalog fabric (and NICs per node, when the text says) a row's scale-out text
     describes. A row that names only the system gets that system's fabric: DGX A100 8 × 200 Gb/s
     HDR, DGX H100/B200 and GB200 NVL72 trays 8 × 400 Gb/s NDR (ConnectX-7)."""
-    t = scale_out.lower()
+    t = re.sub(r"(?<=\d),(?=\d{3}\b)", "", scale_out.lower())  # 1,600 -> 1600
+    # a negated transport ('no RDMA NIC', 'TCP, not RDMA') names what the link is not
+    pos = re.sub(_NEGATED, " ", t)
     # Google Cloud's GPUDirect over TCP: A3 Mega (TCPXO, 8 data NICs), A3 High (TCPX, 4);
     # A3 Ultra and A4 are RoCE (below)
     if "tcpxo" in t or "a3 mega" in t or "a3-megagpu" in t:
         return "gcp-tcpxo", 8.0
-    if "tcpx" in t or ("a3" in t and "gcp" in t and "ultra" not in t and "roce" not in t):
+    if "tcpx" in t or (re.search(r"\ba3\b", t) and "gcp" in t and not _RDMA_WORDS.search(pos)):
         return "gcp-tcpx", 4.0
-    # a node's total as one figure, where no NIC count ('8x ...') says how it is made up
-    per_node = None if re.search(r"\d\s*x\s*\S", t) else _PER_NODE_GBPS.search(t)
-    efa_v1 = re.search(r"(\d+)\s*x\s*100\s*gb(?:it)?(?:/s|ps)?\s+efa", t)
-    if efa_v1:  # AWS p4d/p4de: 4 x 100 Gb/s EFA per instance
-        return "efa-p4d", float(efa_v1.group(1))
-    # a negated transport ('no RDMA NIC') names what the link is not
-    tcp = _tcp_fabric(
-        re.sub(r"\b(?:no|without)\s+(?:an?\s+)?(?:rdma|roce|infiniband|efa)\b", " ", t)
-    )
+    # a node's total as one figure, where no NIC count ('8x 200G', '8x ConnectX-7') says how
+    # it is made up
+    per_node = None if _NIC_COUNT.search(t) else _PER_NODE_GBPS.search(t)
+    if "efa" in pos:
+        efa = re.search(r"(\d+)\s*x\s*100\s*(?:gb(?:it)?(?:/s|ps)?|g)\b", t)
+        total = float(per_node.group(1)) if per_node else None
+        if "p5" in t or (total or 0) >= 1600 or (efa and int(efa.group(1)) > 4):
+            # AWS p5: 32 x 100 Gb/s EFAv2 = 400 Gb/s per GPU
+            return "efa-p5", (total / 400.0 if total else 8.0)
+        if efa or total:  # AWS p4d/p4de: 4 x 100 Gb/s EFA per instance
+            return "efa-p4d", float(efa.group(1)) if efa else (total or 400.0) / 100.0
+    tcp = _tcp_fabric(pos)
     if tcp is not None:
         return tcp
-    if per_node and not any(w in t for w in ("roce", "rdma", "hdr", "ndr", "opa", "omni")):
+    if per_node and not any(w in pos for w in ("roce", "rdma", "hdr", "ndr", "opa", "omni")):
         # a node total with no NIC count: NDR (400 Gb/s) or HDR (200 Gb/s) ports filling it
         total = float(per_node.group(1))
         port = 400.0 if total >= 400 and not gpu.startswith("A100") else 200.0
@@ -116,46 +121,42 @@ def fabric_for(scale_out: str, gpu: str) -> tuple[str, float | None]:
         return "roce-400", None
     if "hdr" in t:
         return "ib-hdr", None
-    if "a3" in t and "gcp" in t:
-        return "roce-200", 4.0
     if "ndr" in t or "400" in t:
         return "ib-ndr", None
     return ("ib-hdr" if gpu.startswith("A100") else "ib-ndr"), None
 
 
+_RATE = r"\d+(?:\.\d+)?\s*(?:gb(?:it)?/s|gbps|gbe|gbit|g)\b"
 #: A node's scale-out total stated as one figure ('400 Gb/s per 8-GPU node').
-_PER_NODE_GBPS = re.compile(r"(\d+(?:\.\d+)?)\s*gb(?:it)?(?:/s|ps)\s+per\s+(?:\d+-gpu\s+)?node")
-_ETH_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gb(?:it)?/s|gbps|gbe|g\b)")
-_NIC_COUNT = re.compile(r"(\d+)\s*x\s*\d+(?:\.\d+)?\s*(?:gb|g\b)")
+_PER_NODE_GBPS = re.compile(
+    r"(\d+(?:\.\d+)?)\s*gb(?:it)?(?:/s|ps)\s+(?:inter-node\s+)?per\s+(?:\d+-gpu\s+)?node"
+)
+_ETH_RATE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:gb(?:it)?/s|gbps|gbe|gbit|g\b)")
+#: A NIC count: 'N x RATE' or 'N x <NIC name>' (not 'N x <GPU>' nor 'N x 24GB').
+_NIC_COUNT = re.compile(
+    rf"(\d+)\s*x\s*(?:{_RATE}|(?:bf3\s+)?connectx|cx-?\d|bluefield|nics?\b|hcas?\b|ib\b"
+    r"|infiniband|ndr|hdr|xdr|efa|roce|ethernet)"
+)
+_NEGATED = re.compile(r"\b(?:no|not|without)\s+(?:an?\s+)?(?:rdma|roce|infiniband|efa)\b")
+_RDMA_WORDS = re.compile(
+    r"roce|rdma|efa|infiniband|\bib\b|\bndr\b|\bhdr\b|\bxdr\b|connectx|bf3|bluefield"
+    r"|spectrum|gpudirect"
+)
 
 
 def _tcp_fabric(t: str) -> tuple[str, float | None] | None:
-    """Plain Ethernet without RDMA (sockets): the catalog TCP tier at the stated rate, a
-    cloud VPC tier when the text names a cloud, else co-located bare metal; None when the
-    text names RDMA or no Ethernet."""
-    if not any(w in t for w in ("ethernet", "gbe", "tcp")) or any(
-        w in t
-        for w in (
-            "roce",
-            "rdma",
-            "efa",
-            "infiniband",
-            "ndr",
-            "hdr",
-            "connectx",
-            "bf3",
-            "spectrum",
-            "gpudirect",
-        )
-    ):
+    """Plain Ethernet without RDMA (sockets): the catalog TCP tier nearest the stated rate (a
+    cloud VPC tier when the text names a cloud or the rate is above 25 Gb/s, else co-located
+    bare metal); None when the text names RDMA or no Ethernet."""
+    if not any(w in t for w in ("ethernet", "gbe", "tcp")) or _RDMA_WORDS.search(t):
         return None
     rate = _ETH_RATE.search(t)
     if rate is None:
         return None
     gbps = float(rate.group(1))
-    nics = _NIC_COUNT.search(t)
+    nics = re.search(rf"(\d+)\s*x\s*{_RATE}", t)
     count = float(nics.group(1)) if nics else 1.0
-    if any(w in t for w in ("aws", "gcp", "azure", "vpc", "cloud")):
+    if gbps > 25 or any(w in t for w in ("aws", "gcp", "azure", "vpc", "cloud")):
         return ("vpc-25g" if gbps <= 25 else "vpc-50g" if gbps <= 50 else "vpc-100g"), count
     return ("eth-10g-tcp" if gbps <= 10 else "eth-25g-tcp"), count
 

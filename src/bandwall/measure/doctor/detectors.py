@@ -174,8 +174,9 @@ def _shm_space(job: Job) -> list[Hit]:
             Hit(
                 "shm_space",
                 first(bare, 2),
-                "ncclSystemError with no NCCL line saying which call failed: in a container, "
-                "Docker's default 64 MB /dev/shm is too small for NCCL's shared-memory buffers",
+                "a system call failed (ncclSystemError) and no NCCL line says which: in a "
+                "container, Docker's default 64 MB /dev/shm is too small for NCCL's "
+                "shared-memory buffers",
                 POSSIBLE,
                 missing="`df -h /dev/shm` inside the container, or the NCCL WARN line "
                 "(NCCL_DEBUG=WARN)",
@@ -1260,15 +1261,17 @@ def _socket_ifname(job: Job) -> list[Hit]:
     if not hits:
         hits += _ifname_by_address(job)
     bare = _bare_system_error(job)
-    if not hits and bare:
+    known = any(log.socket_ifaces or log.bootstrap_ifaces for log in job.logs)
+    if not hits and bare and not known:
         # NCCL's networking troubleshooting names this first for failures at init: an
-        # interface that is up but does not reach the other nodes, which NCCL may pick
+        # interface that is up but does not reach the other nodes, which NCCL may pick (not
+        # where the log shows the interfaces: the rules above read those)
         hits.append(
             Hit(
                 "socket_ifname",
                 first(bare, 2),
-                "ncclSystemError with no NCCL line saying which call failed: NCCL may have "
-                "picked an interface that is up but does not reach the other hosts (a "
+                "a system call failed (ncclSystemError) and no NCCL line says which: NCCL may "
+                "have picked an interface that is up but does not reach the other hosts (a "
                 "container or bridge address)",
                 POSSIBLE,
                 missing="the 'Bootstrap : Using' and 'NET/Socket : Using' lines "
@@ -1452,8 +1455,8 @@ def _bootstrap_unreachable(job: Job) -> list[Hit]:
             Hit(
                 "bootstrap_unreachable",
                 first(system, 2),
-                "ncclSystemError (a socket or system call failed) with no NCCL line saying "
-                "which: the ranks may not reach each other (a firewall, a closed port)",
+                "a system call failed (ncclSystemError) and no NCCL line says which: the "
+                "ranks may not reach each other (a firewall, a closed port)",
                 POSSIBLE,
                 missing="the NCCL WARN line before the error (NCCL_DEBUG=WARN)",
             )
@@ -1473,6 +1476,7 @@ def _bare_system_error(job: Job) -> list[Line]:
         or job.all("verbs_nomem")
         or job.all("remote_errors")
         or job.all("warnings")
+        or job.all("bus_errors")
     )
     return [] if explained else system
 
