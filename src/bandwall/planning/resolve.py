@@ -276,7 +276,7 @@ def describe_cluster(cl: Cluster) -> dict[str, Any]:
         "scale_up": cl.scale_up.name if cl.scale_up else None,
         "scale_out": out.name if out else None,
         "scale_out_Gbps_per_nic": (float(np.max(out.bandwidth_Bps)) * 8 / GB) if out else None,
-        "scale_out_transport": ("tcp" if out.tcp else "rdma") if out else None,
+        "scale_out_transport": _transport_word(out) if out else None,
         "nics_per_node": cl.nics_per_node,
         "oversubscription": float(np.max(cl.oversubscription)),
         "wan": cl.wan.name if cl.wan else None,
@@ -382,3 +382,11 @@ def _check_power_cap(cap_W: float, gpu: GpuSpec) -> None:
             f"{cap_W:g} W is below {why}; give {lowest:g}-{gpu.tdp_W:g} W (the TDP)",
             field="power_cap_W",
         )
+
+
+def _transport_word(out: Link) -> str:
+    """How a plan names a scale-out NIC: tcp (sockets), gpudirect-tcp (Google's TCPX/TCPXO:
+    TCP into GPU memory, priced as a GPUDirect device) or rdma."""
+    if out.tcp:
+        return "tcp"
+    return "gpudirect-tcp" if out.congestion_control == "tcp" else "rdma"
