@@ -107,6 +107,29 @@ def test_gdr_findings_say_why() -> None:
     assert "1 of 2 NET connections" in one.reason and one.confidence == "certain"
 
 
+def test_a_connection_line_cut_by_other_output_says_nothing_of_gdr(tmp_path: Path) -> None:
+    """Blind set 25 (nebius soperator's MLPerf log): one of 570 NET connection lines ran into a
+    Python print ('via NET/IBext/6/GDSetting up ...'); read as a connection without GDR, it made
+    a healthy run's GPUDirect look missing on one node."""
+    log = tmp_path / "cut.log"
+    log.write_text(
+        "worker-0:1:2 [0] NCCL INFO Channel 00/0 : 9[1] -> 0[0] [receive] via NET/IBext/4/GDRDMA\n"
+        "worker-0:1:2 [2] NCCL INFO Channel 14/0 : 2[2] -> 10[2] [send] via "
+        "NET/IBext/6/GDSetting up MemoryEfficientCrossAttention. Query dim is 320\n"
+        "worker-1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 9[1] [send] via NET/IBext/4/GDRDMA\n"
+    )
+    parsed = parse_nccl_log(log.read_text().splitlines(), str(log))
+    assert len(parsed.connections) == 2 and all(c.gdr for c in parsed.connections)
+    assert not [f for f in diagnose([str(log)]).findings if f.code == "gdr_off"]
+    # a host whose connections lack GDR beside hosts whose do: named as such
+    log.write_text(
+        "worker-0:1:2 [0] NCCL INFO Channel 00/0 : 9[1] -> 0[0] [receive] via NET/IBext/4/GDRDMA\n"
+        "worker-1:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 9[1] [send] via NET/IBext/4\n"
+    )
+    f = find(log, "gdr_off")
+    assert "1 of 2 NET connections do not use GPUDirect RDMA (on worker-1)" in f.reason
+
+
 def test_socket_fallback_reasons_come_from_the_log() -> None:
     docker = find(LOGS / "nccl-451-docker-ib-unopenable.log", "socket_fallback")
     assert "could not open" in docker.reason and "bond0" in docker.reason

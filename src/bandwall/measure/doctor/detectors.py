@@ -2092,8 +2092,8 @@ def _gdr_off(job: Job) -> list[Hit]:
                 Hit(
                     "gdr_off",
                     first([c.line for c in without] + [c.line for c in net if c.gdr], 3),
-                    f"{len(without)} of {len(net)} NET connections use GPUDirect RDMA and "
-                    f"the others do not (on {', '.join(hosts_off)}): the peer-memory "
+                    f"{len(without)} of {len(net)} NET connections do not use GPUDirect "
+                    f"RDMA (on {', '.join(hosts_off)}) while the others do: the peer-memory "
                     "module is missing on some nodes",
                     CERTAIN,
                     source=log.source,

@@ -1015,6 +1015,10 @@ def _h_connection(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     net = None
     if transport == "NET" and len(parts) > 1:
         net = parts[1]
+        # a record cut by another process's output ('NET/IBext/6/GDSetting up ...'): what
+        # follows the device is not a flag NCCL prints, so the line says nothing of GDR
+        if any(_cut_flag(f) for f in parts[3:]):
+            return
     p.log.connections.append(
         Connection(
             src=int(m["src"]),
@@ -1027,6 +1031,18 @@ def _h_connection(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
             gdr="GDRDMA" in via,
         )
     )
+
+
+def _cut_flag(flag: str) -> bool:
+    """A NET connection's flag that begins like one NCCL prints (GDRDMA, Shared) and then
+    runs into other text."""
+    f = flag.strip()
+    for known in ("GDRDMA", "Shared"):
+        if f == known or f.startswith(known + " "):
+            return False
+        if len(f) >= 2 and (known.startswith(f[:2])) and not f.startswith(known):
+            return True
+    return False
 
 
 def _h_channels(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
