@@ -473,6 +473,7 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
                 Column("tier", whole=True),
                 *(n(c) for c in ("Gb/s", "GB/s", "α µs", "jitter µs (mean/σ)", "loss")),
                 Column("RDMA", whole=True),
+                Column("NICs/node", whole=True),
                 Column("in-net", whole=True),
                 n("eff"),
                 Column("source"),
@@ -488,7 +489,14 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
                 fmt_num(f.latency_us, 1),
                 f"{fmt_num(f.jitter_mean_us, 1)}/{fmt_num(f.jitter_std_us, 1)}",
                 f"{f.loss_rate:g}",
-                "yes" if f.rdma else "no",
+                ("no (GPUDirect over TCP)" if f.fabric_cc == "tcp" else "yes") if f.rdma else "no",
+                (
+                    str(f.nics_per_node)
+                    if f.nics_per_node is not None
+                    else ("1 per GPU" if f.rdma else "1")
+                )
+                if f.tier.value != "scale_up"
+                else "-",
                 "yes" if f.in_network_reduction else "no",
                 fmt_num(f.efficiency, 2),
                 f.source,
