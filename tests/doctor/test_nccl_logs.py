@@ -520,3 +520,29 @@ def test_nccl_tests_1x_on_pcie_teslas_that_stop_after_the_header_is_p2p(tmp_path
     # the same on SXM2 P100s (NVLink) is not a PCIe hang
     sxm = [ln.replace("Tesla M40 24GB", "Tesla P100-SXM2-16GB") for ln in lines]
     assert "p2p_broken" not in _first_codes(tmp_path, sxm)
+
+
+def test_pytorch_shape_check_and_mnnvl_not_permitted(tmp_path: Path) -> None:
+    """PyTorch's shape check before a collective (ProcessGroupWrapper, TORCH_DISTRIBUTED_DEBUG=
+    DETAIL) is a collective mismatch; CUDA 800 in NCCL's P2P transport is the multi-node NVLink
+    IMEX channel (NCCL's troubleshooting guide), not a generic CUDA error; 800 elsewhere is."""
+    shape = tmp_path / "shape.log"
+    shape.write_text(
+        "RuntimeError: Error when verifying shape tensors for collective ALLREDUCE on rank 0. "
+        "This likely indicates that input shapes into the collective are mismatched across "
+        "ranks. Got shapes:  10\n"
+    )
+    f = diagnose([str(shape)]).findings[0]
+    assert f.code == "collective_mismatch" and "TORCH_DISTRIBUTED_DEBUG" in f.reason
+    imex = tmp_path / "imex.log"
+    imex.write_text(
+        "gb200-1:11:12 [0] transport/p2p.cc:310 NCCL WARN Cuda failure 800 "
+        "'operation not permitted'\n"
+    )
+    codes = [f.code for f in diagnose([str(imex)]).findings if f.severity != "info"]
+    assert codes == ["nvswitch_fabric"]
+    other = tmp_path / "other.log"
+    other.write_text(
+        "node:1:2 [0] enqueue.cc:1100 NCCL WARN Cuda failure 800 'operation not permitted'\n"
+    )
+    assert diagnose([str(other)]).findings[0].code == "cuda_error"

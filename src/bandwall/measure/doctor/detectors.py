@@ -444,6 +444,12 @@ def _gpu_memory(job: Job) -> list[Hit]:
     return []
 
 
+def _mnnvl_not_permitted(code: int | None, msg: str, src: str) -> bool:
+    """CUDA 800 (cudaErrorNotPermitted) inside NCCL's P2P transport: the cuMem import of a
+    peer's fabric handle, refused where the IMEX channel is not accessible (NCCL docs)."""
+    return (code == 800 or "operation not permitted" in msg) and "p2p" in src.lower()
+
+
 @detector("cuda_error")
 def _cuda_error(job: Job) -> list[Hit]:
     known = (
@@ -462,7 +468,10 @@ def _cuda_error(job: Job) -> list[Hit]:
     lines = [
         ln
         for code, msg, src, ln in job.all("cuda_failures")
-        if code != 217 and not any(k in msg for k in known) and "nvls" not in src.lower()
+        if code != 217
+        and not any(k in msg for k in known)
+        and "nvls" not in src.lower()
+        and not _mnnvl_not_permitted(code, msg, src)
     ]
     if not lines:
         return []
@@ -705,7 +714,15 @@ def _collective_mismatch(job: Job) -> list[Hit]:
         Hit(
             "collective_mismatch",
             first(lines),
-            "a peer sent more data than this rank posted for the same operation",
+            "PyTorch's collective check (TORCH_DISTRIBUTED_DEBUG=DETAIL) found the ranks calling "
+            "collectives with different shapes or operations"
+            if any("collective" in ln.text and "rank" in ln.text.lower() for ln in lines)
+            and any(
+                k in ln.text
+                for ln in lines
+                for k in ("verifying shape tensors", "Detected mismatch between collectives")
+            )
+            else "a peer sent more data than this rank posted for the same operation",
             LIKELY,
         )
     ]
@@ -737,6 +754,25 @@ def _nvswitch_fabric(job: Job) -> list[Hit]:
                 "CUDA says the system is not yet "
                 "initialized (802): the NVSwitch fabric has not registered the GPUs",
                 CERTAIN,
+            )
+        ]
+    imex = [
+        ln
+        for code, msg, src, ln in job.all("cuda_failures")
+        if _mnnvl_not_permitted(code, msg, src)
+    ]
+    if imex:
+        return [
+            Hit(
+                "nvswitch_fabric",
+                first(imex),
+                "CUDA refuses to import a peer's memory in NCCL's P2P transport (800, operation "
+                "not permitted): across a multi-node NVLink domain (GB200 NVL72) that is the "
+                "IMEX channel this process needs missing or not readable (NCCL's "
+                "troubleshooting guide, MNNVL)",
+                POSSIBLE,
+                missing="`ls -l /dev/nvidia-caps-imex-channels/` in the container and whether "
+                "the IMEX daemon runs (`nvidia-imex-ctl -N`)",
             )
         ]
     nvls = _lines(job, "nvls_errors") + [

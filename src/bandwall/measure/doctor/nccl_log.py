@@ -1185,7 +1185,8 @@ def _h_cuda_failure(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     code = int(m.group(1)) if m.group(1) else None
     src = (s.src or "").split(":")[0]
     if not src:
-        fm = re.search(r"([\w/]{1,80}\.(?:cc|cu|h)):\d{1,6}", s.line.text)
+        # a line number, or the placeholder NCCL's docs print (transport/p2p.cc:XXX)
+        fm = re.search(r"([\w/]{1,80}\.(?:cc|cu|h)):(?:\d{1,6}|X{1,6})\b", s.line.text)
         src = fm.group(1) if fm else ""
     p.log.cuda_failures.append((code, m.group(2), src, s.line))
 
@@ -1748,6 +1749,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern("may be caused by a collective mismatch", _h_size_mismatch),
     # PyTorch's own check under TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper)
     Pattern("Detected mismatch between collectives on ranks", _h_size_mismatch),
+    # ... and its shape check before each collective (ProcessGroupWrapper.cpp)
+    Pattern("Error when verifying shape tensors for collective", _h_size_mismatch),
     Pattern("posted incorrect receive info", _h_size_mismatch),
     Pattern("Multiple ranks detected using the same GPU", _h_duplicate),
     # the same check in NCCL 2.2x (init.cc) and NVLS's (transport/nvls.cc)

@@ -454,7 +454,8 @@ RULES: tuple[Rule, ...] = (
         when="CUDA 'system not yet initialized' (802, CUDA_ERROR_SYSTEM_NOT_READY), the "
         "nvidia-fabricmanager unit failed or inactive, or Fabric Manager refusing a driver "
         "of another version, NVLS multicast failing in transport/nvls.cc ('invalid "
-        "argument', 'Failed to bind NVLink SHARP')",
+        "argument', 'Failed to bind NVLink SHARP'), or, possibly, CUDA 800 'operation not "
+        "permitted' in the P2P transport (multi-node NVLink: the IMEX channel)",
         impact="no CUDA context or no NVLS buffers: every job on the node fails at init",
         impact_source="NVIDIA/nccl#976 and #1488 (FM restarted without a GPU reset); "
         "NVIDIA/nccl-tests#264 (FM not running)",
@@ -719,7 +720,8 @@ RULES: tuple[Rule, ...] = (
         severity=Severity.CRITICAL,
         when="NET/Socket 'message truncated' or NET/IB 'collective mismatch' / 'posted "
         "incorrect receive info': a peer sent more than this rank expects; or PyTorch's "
-        "'Detected mismatch between collectives on ranks' (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
+        "'Detected mismatch between collectives on ranks' or 'Error when verifying shape "
+        "tensors for collective' (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
         impact="ncclInvalidUsage: the job aborts (or hangs when the counts differ silently)",
         impact_source="NCCL's own explanation in src/transport/net_socket.cc (2.27+): 'a "
         "mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO)'",
