@@ -209,13 +209,6 @@ class FabricSpec(_Entry):
         "GCP A3 High: 4 data NICs for 8 GPUs). Unset: one per GPU on RDMA fabrics, else one.",
     )
 
-    def default_nics(self, gpus_per_node: float) -> float:
-        """NICs per node when the request names none: the fabric's own count, else one per
-        GPU on RDMA fabrics (rail-optimised hosts), else one."""
-        if self.nics_per_node is not None:
-            return float(self.nics_per_node)
-        return float(gpus_per_node) if self.rdma else 1.0
-
     call_overhead_us: float | None = Field(
         default=None,
         ge=0,
@@ -252,6 +245,19 @@ class FabricSpec(_Entry):
         if self.congestion_control is not None:
             return self.congestion_control
         return _TRANSPORT_CC.get(self.transport, "none")
+
+    @property
+    def gpudirect_tcp(self) -> bool:
+        """TCP into GPU memory (Google's TCPX/TCPXO): a GPUDirect device to NCCL, with TCP's
+        congestion control."""
+        return self.rdma and self.fabric_cc == "tcp"
+
+    def default_nics(self, gpus_per_node: float) -> float:
+        """NICs per node when the request names none: the fabric's own count, else one per
+        GPU on RDMA fabrics (rail-optimised hosts), else one."""
+        if self.nics_per_node is not None:
+            return float(self.nics_per_node)
+        return float(gpus_per_node) if self.rdma else 1.0
 
     @property
     def in_network_on_by_default(self) -> bool:

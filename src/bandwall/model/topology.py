@@ -284,6 +284,11 @@ class Link:
         return self.transport in ("", Transport.NVLINK.value)
 
     @property
+    def gpudirect_tcp(self) -> bool:
+        """TCP into GPU memory (catalog FabricSpec.gpudirect_tcp: Google's TCPX/TCPXO)."""
+        return not self.tcp and self.congestion_control == "tcp"
+
+    @property
     def gpudirect(self) -> bool:
         """RDMA with GPUDirect (NCCL's typeInter <= PXN); sockets go through host memory."""
         return not self.tcp and self.transport != Transport.PCIE.value

@@ -891,16 +891,12 @@ def _notes(
         out is not None
         and "rdma_cc" in set_fields
         and req.rdma_cc != "auto"
-        and (out.transport != "roce" or out.congestion_control == "tcp")
+        and (out.transport != "roce" or out.gpudirect_tcp)
     ):
         notes.append(
             f"--rdma-cc {req.rdma_cc} is not priced: it chooses RoCE's congestion control and "
             f"{out.name} is "
-            + (
-                "TCP into GPU memory"
-                if out.congestion_control == "tcp"
-                else out.transport or "not RoCE"
-            )
+            + ("TCP into GPU memory" if out.gpudirect_tcp else out.transport or "not RoCE")
             + "."
         )
     if not isinstance(w, Transformer):

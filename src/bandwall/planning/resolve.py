@@ -389,4 +389,4 @@ def _transport_word(out: Link) -> str:
     TCP into GPU memory, priced as a GPUDirect device) or rdma."""
     if out.tcp:
         return "tcp"
-    return "gpudirect-tcp" if out.congestion_control == "tcp" else "rdma"
+    return "gpudirect-tcp" if out.gpudirect_tcp else "rdma"

@@ -489,7 +489,7 @@ def catalog_table(kind: str, cat: Catalog) -> KeyedTable:
                 fmt_num(f.latency_us, 1),
                 f"{fmt_num(f.jitter_mean_us, 1)}/{fmt_num(f.jitter_std_us, 1)}",
                 f"{f.loss_rate:g}",
-                ("no (GPUDirect over TCP)" if f.fabric_cc == "tcp" else "yes") if f.rdma else "no",
+                "no (GPUDirect over TCP)" if f.gpudirect_tcp else "yes" if f.rdma else "no",
                 (
                     str(f.nics_per_node)
                     if f.nics_per_node is not None

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from bandwall.measure.doctor.evidence import Confidence, Hit, Line, first
 from bandwall.measure.doctor.job import Job
 from bandwall.measure.doctor.messages import Message, lookup
-from bandwall.measure.doctor.nccl_log import NcclLog
+from bandwall.measure.doctor.nccl_log import TORCH_COLLECTIVE_CHECKS, NcclLog
 from bandwall.measure.doctor.rules import BY_CODE
 
 Detector = Callable[[Job], list[Hit]]
@@ -716,12 +716,7 @@ def _collective_mismatch(job: Job) -> list[Hit]:
             first(lines),
             "PyTorch's collective check (TORCH_DISTRIBUTED_DEBUG=DETAIL) found the ranks calling "
             "collectives with different shapes or operations"
-            if any("collective" in ln.text and "rank" in ln.text.lower() for ln in lines)
-            and any(
-                k in ln.text
-                for ln in lines
-                for k in ("verifying shape tensors", "Detected mismatch between collectives")
-            )
+            if any(k in ln.text for ln in lines for k in TORCH_COLLECTIVE_CHECKS)
             else "a peer sent more data than this rank posted for the same operation",
             LIKELY,
         )

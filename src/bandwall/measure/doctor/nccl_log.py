@@ -1297,6 +1297,14 @@ def _h_internal(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.internal_errors.append(s.line)
 
 
+#: PyTorch's own collective checks under TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper.cpp):
+#: the op sequence across ranks, and the shapes before each collective.
+TORCH_COLLECTIVE_CHECKS = (
+    "Detected mismatch between collectives on ranks",
+    "Error when verifying shape tensors for collective",
+)
+
+
 def _h_size_mismatch(p: _Parser, m: re.Match[str] | None, s: _Seg) -> None:
     p.log.size_mismatch.append(s.line)
 
@@ -1747,10 +1755,7 @@ PATTERNS: tuple[Pattern, ...] = (
     # NCCL's own check of the collective sequence (init.cc, 2.12-2.17)
     Pattern("Mismatched collective detected", _h_size_mismatch),
     Pattern("may be caused by a collective mismatch", _h_size_mismatch),
-    # PyTorch's own check under TORCH_DISTRIBUTED_DEBUG=DETAIL (ProcessGroupWrapper)
-    Pattern("Detected mismatch between collectives on ranks", _h_size_mismatch),
-    # ... and its shape check before each collective (ProcessGroupWrapper.cpp)
-    Pattern("Error when verifying shape tensors for collective", _h_size_mismatch),
+    *(Pattern(check, _h_size_mismatch) for check in TORCH_COLLECTIVE_CHECKS),
     Pattern("posted incorrect receive info", _h_size_mismatch),
     Pattern("Multiple ranks detected using the same GPU", _h_duplicate),
     # the same check in NCCL 2.2x (init.cc) and NVLS's (transport/nvls.cc)
